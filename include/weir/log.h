@@ -1,0 +1,46 @@
+/*
+ * log.h - messages on stderr (and the -l log file), and the live status line.
+ *
+ * Contract: every message is one line "weir: <text>".  Any thread may call
+ * these functions; a mutex keeps lines whole and lets the status line (which
+ * is redrawn in place with '\r' on a terminal) be erased before a message is
+ * printed over it.  The struct is owned by main() and outlives every thread.
+ */
+#ifndef WEIR_LOG_H
+#define WEIR_LOG_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+enum log_level {
+    LOG_ERROR,   /* always printed */
+    LOG_NOTICE,  /* printed even with -q (e.g. the port picked for -I 0) */
+    LOG_WARN,    /* suppressed by -q */
+    LOG_INFO,    /* suppressed by -q */
+    LOG_DEBUG,   /* only with -v */
+};
+
+struct weir_log {
+    pthread_mutex_t lock;
+    FILE *file;          /* -l FILE, or NULL */
+    bool quiet;          /* -q */
+    int verbosity;       /* number of -v */
+    bool tty;            /* stderr is a terminal: the status line is drawn */
+    bool status_drawn;   /* guarded by lock: a status line is on screen */
+};
+
+void log_init(struct weir_log *log, bool quiet, int verbosity);
+/* Opens (appends to) the -l file.  Returns -1 with errno on failure. */
+int log_open_file(struct weir_log *log, const char *path);
+void log_close(struct weir_log *log);
+void log_msg(struct weir_log *log, enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Redraw the status line in place (terminal only). */
+void log_status(struct weir_log *log, const char *line);
+/* Print a status line as a whole line (SIGUSR1, like dd). */
+void log_status_line(struct weir_log *log, const char *line);
+/* End an in-place status line with a newline, if one is drawn. */
+void log_status_end(struct weir_log *log);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * options.h - the command line, turned into a struct weir_options.
+ *
+ * Contract: options_parse() is the only code that sees argv.  It validates
+ * every value and rejects every conflicting combination before weir does any
+ * I/O, so the engine can trust what it is given.  On failure it fills a
+ * weir_error with status WEIR_EXIT_USAGE and a precise message.  It is called
+ * once, by main(), before any thread exists.  Strings point into argv.
+ */
+#ifndef WEIR_OPTIONS_H
+#define WEIR_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "weir/error.h"
+
+#define WEIR_MAX_OUTPUTS 16
+
+enum output_kind { OUTPUT_FILE, OUTPUT_TCP };
+
+struct output_spec {
+    enum output_kind kind;
+    const char *path;    /* OUTPUT_FILE: a path, or "-" for stdout */
+    char host[256];      /* OUTPUT_TCP: host name or address literal */
+    char port[16];       /* OUTPUT_TCP: port */
+};
+
+struct weir_options {
+    const char *input_path;     /* -i, NULL or "-" for stdin */
+    bool listen;                /* -I given */
+    char listen_port[16];       /* -I [HOST:]PORT */
+    char allow_host[256];       /* -I HOST:PORT: the only peer allowed, or "" */
+    const char *bind_addr;      /* --bind */
+    struct output_spec outputs[WEIR_MAX_OUTPUTS];
+    int noutputs;               /* 0 means stdout */
+
+    uint64_t mem;               /* -m: bytes of buffer */
+    uint64_t block;             /* -s: bytes per block */
+    uint64_t nblocks;           /* mem / block */
+    int start_write_pct;        /* -P, 0 = at once */
+    int resume_read_pct;        /* -p, 100 = when a block is free */
+    uint64_t read_rate;         /* -r, bytes/s, 0 = unlimited */
+    uint64_t write_rate;        /* -R, bytes/s, 0 = unlimited */
+    uint64_t expect_size;       /* --size, 0 = unknown */
+
+    bool force;                 /* -f */
+    bool quiet;                 /* -q */
+    int verbosity;              /* -v */
+    const char *log_path;       /* -l */
+    bool stop_on_error;         /* --stop-on-error, -e */
+    int family;                 /* AF_UNSPEC, AF_INET (-4), AF_INET6 (-6) */
+    double connect_timeout;     /* --connect-timeout, seconds, 0 = one try */
+    double accept_timeout;      /* --accept-timeout, seconds, 0 = forever */
+    double io_timeout;          /* --timeout, seconds without progress, 0 = off */
+
+    bool raw;                   /* --raw: plain bytes on the wire */
+    bool compress;              /* -z, --compress */
+    int level;                  /* compression level, 1 = fast LZ4 */
+    bool decode;                /* -d */
+    int threads;                /* -T */
+
+    bool help;                  /* -h: print usage and exit 0 */
+    bool version;               /* -V: print version and exit 0 */
+};
+
+int options_parse(int argc, char **argv, struct weir_options *o, struct weir_error *err);
+void options_usage(FILE *out);
+
+/* Parse "12", "4k", "1.5G", "64MiB" (binary multiples).  Returns -1 if malformed. */
+int options_parse_size(const char *s, uint64_t *out);
+
+#endif

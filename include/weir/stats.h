@@ -1,0 +1,44 @@
+/*
+ * stats.h - what the status line and the summary say, and how they say it.
+ *
+ * Contract: the pipeline fills a struct stats_snapshot under its lock
+ * (pipeline_snapshot); the functions here only format snapshots into text.
+ * They hold no state and take no lock; main() calls them.
+ *
+ * "data" bytes are the bytes of the user's stream; "wire" bytes are what an
+ * endpoint carried when that differs (compressed or framed as a weir stream).
+ * The buffer "fill" is the share of the buffer's capacity held by data that
+ * the slowest live output has not written yet.
+ */
+#ifndef WEIR_STATS_H
+#define WEIR_STATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct stats_snapshot {
+    double elapsed;        /* seconds since the input was opened */
+    uint64_t in_bytes;     /* bytes read from the input endpoint */
+    uint64_t out_bytes;    /* bytes written by the slowest live output */
+    uint64_t data_bytes;   /* bytes of the user's data seen so far */
+    uint64_t wire_bytes;   /* bytes on the wire side, when a transform runs */
+    bool transform;        /* compression or decoding is active */
+    uint64_t held;         /* bytes held in the buffer */
+    uint64_t capacity;     /* bytes the buffer can hold */
+    double t_empty;        /* seconds the buffer was empty (input side slower) */
+    double t_full;         /* seconds the reader waited for space (output slower) */
+    uint64_t expect;       /* --size, or 0 */
+};
+
+/* "1.50 GiB", "512 B" */
+void stats_bytes(uint64_t n, char *buf, size_t len);
+/* "0:07", "1:02:03" */
+void stats_duration(double secs, char *buf, size_t len);
+/* One status line from two snapshots (rates are the difference). */
+void stats_status_line(const struct stats_snapshot *prev, const struct stats_snapshot *now,
+                       char *buf, size_t len);
+/* The summary line, starting "summary:". */
+void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * sync.h - a pthread layer whose calls cannot fail silently.
+ *
+ * Contract: every call either succeeds or aborts the process with the file
+ * and line of the caller and the pthread error.  A pthread error is a
+ * programming error (a destroyed mutex, a wrong owner), never a condition a
+ * transfer can recover from, so aborting is the honest answer.  Callers never
+ * check return values and never assert() on them (NDEBUG would remove the
+ * check).
+ *
+ * Condition variables use CLOCK_MONOTONIC so that deadlines do not move when
+ * the wall clock is set.  Any thread may call any function here.
+ */
+#ifndef WEIR_SYNC_H
+#define WEIR_SYNC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <time.h>
+
+void sync_mutex_init_at(pthread_mutex_t *m, const char *file, int line);
+void sync_cond_init_at(pthread_cond_t *c, const char *file, int line);
+void sync_lock_at(pthread_mutex_t *m, const char *file, int line);
+void sync_unlock_at(pthread_mutex_t *m, const char *file, int line);
+void sync_wait_at(pthread_cond_t *c, pthread_mutex_t *m, const char *file, int line);
+/* Returns false when the absolute CLOCK_MONOTONIC deadline passed. */
+bool sync_wait_until_at(pthread_cond_t *c, pthread_mutex_t *m,
+                        const struct timespec *deadline, const char *file, int line);
+void sync_broadcast_at(pthread_cond_t *c, const char *file, int line);
+void sync_signal_at(pthread_cond_t *c, const char *file, int line);
+void sync_create_at(pthread_t *t, void *(*fn)(void *), void *arg, const char *file, int line);
+void sync_join_at(pthread_t t, const char *file, int line);
+
+#define sync_mutex_init(m) sync_mutex_init_at((m), __FILE__, __LINE__)
+#define sync_cond_init(c) sync_cond_init_at((c), __FILE__, __LINE__)
+#define sync_lock(m) sync_lock_at((m), __FILE__, __LINE__)
+#define sync_unlock(m) sync_unlock_at((m), __FILE__, __LINE__)
+#define sync_wait(c, m) sync_wait_at((c), (m), __FILE__, __LINE__)
+#define sync_wait_until(c, m, d) sync_wait_until_at((c), (m), (d), __FILE__, __LINE__)
+#define sync_broadcast(c) sync_broadcast_at((c), __FILE__, __LINE__)
+#define sync_signal(c) sync_signal_at((c), __FILE__, __LINE__)
+#define sync_create(t, fn, arg) sync_create_at((t), (fn), (arg), __FILE__, __LINE__)
+#define sync_join(t) sync_join_at((t), __FILE__, __LINE__)
+
+/* Monotonic clock helpers. */
+double clock_now(void);                       /* seconds, monotonic */
+struct timespec clock_deadline(double secs);  /* now + secs, for sync_wait_until */
+
+#endif

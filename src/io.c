@@ -1,0 +1,107 @@
+/* io.c - see include/weir/io.h. */
+#include "weir/io.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "weir/sync.h"
+
+int io_wait(int fd, short events, int timeout_ms, atomic_bool *stop)
+{
+    double deadline = timeout_ms < 0 ? 0 : clock_now() + timeout_ms / 1000.0;
+    for (;;) {
+        if (stop && atomic_load(stop)) {
+            errno = ECANCELED;
+            return -1;
+        }
+        int wait_ms = -1;
+        if (timeout_ms >= 0) {
+            double left = deadline - clock_now();
+            if (left <= 0) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            wait_ms = (int)(left * 1000.0) + 1;
+        }
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int r = poll(&pfd, 1, wait_ms);
+        if (r > 0)
+            return 0;   /* ready, or an error/hangup the next call will report */
+        if (r < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+ssize_t io_read(int fd, void *buf, size_t n, int timeout_ms, atomic_bool *stop)
+{
+    for (;;) {
+        ssize_t r = read(fd, buf, n);
+        if (r >= 0)
+            return r;
+        if (errno == EINTR) {
+            if (stop && atomic_load(stop)) {
+                errno = ECANCELED;
+                return -1;
+            }
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        if (io_wait(fd, POLLIN, timeout_ms, stop))
+            return -1;
+    }
+}
+
+ssize_t io_write(int fd, const void *buf, size_t n, int timeout_ms, atomic_bool *stop)
+{
+    for (;;) {
+        ssize_t r = write(fd, buf, n);
+        if (r > 0)
+            return r;
+        if (r == 0) {   /* not expected for n > 0; treat as no progress and wait */
+            if (io_wait(fd, POLLOUT, timeout_ms, stop))
+                return -1;
+            continue;
+        }
+        if (errno == EINTR) {
+            if (stop && atomic_load(stop)) {
+                errno = ECANCELED;
+                return -1;
+            }
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        if (io_wait(fd, POLLOUT, timeout_ms, stop))
+            return -1;
+    }
+}
+
+int io_write_all(int fd, const void *buf, size_t n, int timeout_ms, atomic_bool *stop)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t w = io_write(fd, p, n, timeout_ms, stop);
+        if (w < 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+ssize_t io_read_full(int fd, void *buf, size_t n, int timeout_ms, atomic_bool *stop)
+{
+    unsigned char *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = io_read(fd, p + got, n - got, timeout_ms, stop);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}

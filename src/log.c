@@ -1,0 +1,111 @@
+/* log.c - see include/weir/log.h. */
+#include "weir/log.h"
+#include "weir/sync.h"
+
+#include <stdarg.h>
+#include <unistd.h>
+
+void log_init(struct weir_log *log, bool quiet, int verbosity)
+{
+    sync_mutex_init(&log->lock);
+    log->file = NULL;
+    log->quiet = quiet;
+    log->verbosity = verbosity;
+    log->tty = isatty(STDERR_FILENO) == 1;
+    log->status_drawn = false;
+}
+
+int log_open_file(struct weir_log *log, const char *path)
+{
+    log->file = fopen(path, "a");
+    return log->file ? 0 : -1;
+}
+
+void log_close(struct weir_log *log)
+{
+    if (log->file)
+        fclose(log->file);
+    log->file = NULL;
+}
+
+static bool log_wanted(const struct weir_log *log, enum log_level level)
+{
+    switch (level) {
+    case LOG_ERROR:
+    case LOG_NOTICE:
+        return true;
+    case LOG_WARN:
+    case LOG_INFO:
+        return !log->quiet;
+    case LOG_DEBUG:
+        return !log->quiet && log->verbosity > 0;
+    }
+    return true;
+}
+
+static void log_erase_locked(struct weir_log *log)
+{
+    if (log->status_drawn) {
+        fputs("\r\033[K", stderr);
+        log->status_drawn = false;
+    }
+}
+
+void log_msg(struct weir_log *log, enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    sync_lock(&log->lock);
+    if (log_wanted(log, level)) {
+        log_erase_locked(log);
+        va_start(ap, fmt);
+        fputs("weir: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+        fflush(stderr);
+    }
+    if (log->file) {
+        va_start(ap, fmt);
+        fputs("weir: ", log->file);
+        vfprintf(log->file, fmt, ap);
+        fputc('\n', log->file);
+        va_end(ap);
+        fflush(log->file);
+    }
+    sync_unlock(&log->lock);
+}
+
+void log_status(struct weir_log *log, const char *line)
+{
+    sync_lock(&log->lock);
+    if (log->tty && !log->quiet) {
+        fprintf(stderr, "\r%s\033[K", line);
+        fflush(stderr);
+        log->status_drawn = true;
+    }
+    sync_unlock(&log->lock);
+}
+
+void log_status_line(struct weir_log *log, const char *line)
+{
+    sync_lock(&log->lock);
+    log_erase_locked(log);
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    if (log->file) {
+        fprintf(log->file, "%s\n", line);
+        fflush(log->file);
+    }
+    sync_unlock(&log->lock);
+}
+
+void log_status_end(struct weir_log *log)
+{
+    sync_lock(&log->lock);
+    if (log->status_drawn) {
+        fputc('\n', stderr);
+        fflush(stderr);
+        log->status_drawn = false;
+    }
+    sync_unlock(&log->lock);
+}

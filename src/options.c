@@ -1,0 +1,452 @@
+/* options.c - see include/weir/options.h. */
+#include "weir/options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MIN_BLOCK 16ULL
+#define MAX_BLOCK (1ULL << 30)
+#define DEFAULT_BLOCK (1ULL << 20)
+#define DEFAULT_MEM (512ULL << 20)
+
+enum long_only {
+    OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RAW,
+    OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE,
+};
+
+static const struct option long_opts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {"bind", required_argument, NULL, OPT_BIND},
+    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"accept-timeout", required_argument, NULL, OPT_ACCEPT_TIMEOUT},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"raw", no_argument, NULL, OPT_RAW},
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"stop-on-error", no_argument, NULL, OPT_STOP_ON_ERROR},
+    {"compress", optional_argument, NULL, 'z'},
+    {"decompress", no_argument, NULL, 'd'},
+    {"threads", required_argument, NULL, 'T'},
+    {"tapeaware", no_argument, NULL, OPT_UNSUPPORTED_TAPE},
+    {NULL, 0, NULL, 0},
+};
+
+void options_usage(FILE *out)
+{
+    fputs(
+"usage: weir [options]\n"
+"  a buffer for pipes and networks: stdin/-i/-I in, stdout/-o/-O out\n"
+"\n"
+"input and outputs:\n"
+"  -i FILE            read FILE (default stdin; - is stdin)\n"
+"  -o FILE            write FILE; repeatable (default stdout)\n"
+"  -f                 allow -o to overwrite an existing regular file\n"
+"  -I [HOST:]PORT     listen on PORT (0 picks one); only HOST may connect\n"
+"  -O HOST:PORT       send to HOST:PORT ([v6addr]:PORT); repeatable\n"
+"  --bind ADDR        listen on ADDR only\n"
+"  -4, -6             use IPv4 or IPv6 only\n"
+"  --connect-timeout S  keep retrying -O for S seconds (default 30, 0 = once)\n"
+"  --accept-timeout S   give up waiting for a -I connection (default: never)\n"
+"  --timeout S        fail a connection with no progress for S seconds (600)\n"
+"  --raw              plain bytes on the wire, for nc, socat and mbuffer peers\n"
+"\n"
+"buffer:\n"
+"  -m SIZE|N%         buffer size (default 512M; committed only as used)\n"
+"  -s SIZE            block size (default 1M)\n"
+"  -b NUM             number of blocks (sets -m to NUM * -s)\n"
+"  -P PCT             start writing when the buffer is PCT% full\n"
+"  -p PCT             after the buffer filled, resume reading below PCT%\n"
+"  -r RATE, -R RATE   limit the read or write rate (bytes/s, k M G T)\n"
+"  --stop-on-error, -e  the first failed output stops everything\n"
+"\n"
+"compression and the weir stream:\n"
+"  -z, --compress[=LEVEL]  LZ4-compress what is sent (LEVEL > 2 uses LZ4HC)\n"
+"  -d                 decode a weir stream or .lz4 data\n"
+"  -T N               worker threads for -z and -d (default: online CPUs)\n"
+"\n"
+"reporting:\n"
+"  --size SIZE        expected total, for percent done and ETA\n"
+"  -q                 only errors on stderr\n"
+"  -v                 more messages\n"
+"  -l FILE            also log messages to FILE\n"
+"  -h, --help         this text;  -V, --version  the version\n"
+"\n"
+"Sizes take k M G T (binary). Exit status: 0 ok, 1 resources, 2 usage, 3 input,\n"
+"4 output, 5 network, 6 data integrity, 128+N signal N. See weir(1).\n",
+        out);
+}
+
+#define bad(err, ...) error_set((err), WEIR_EXIT_USAGE, __VA_ARGS__)
+
+int options_parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !*s || !(*s >= '0' && *s <= '9'))
+        return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v < 0)
+        return -1;
+    double mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1024.0; end++; break;
+    case 'm': case 'M': mult = 1048576.0; end++; break;
+    case 'g': case 'G': mult = 1073741824.0; end++; break;
+    case 't': case 'T': mult = 1099511627776.0; end++; break;
+    default: break;
+    }
+    if (mult > 1 && end[0] == 'i' && end[1] == 'B')
+        end += 2;
+    else if (end[0] == 'B' || end[0] == 'b')
+        end++;
+    if (*end)
+        return -1;
+    double bytes = v * mult;
+    if (bytes >= 18446744073709551616.0 || bytes != floor(bytes))
+        return -1;
+    *out = (uint64_t)bytes;
+    return 0;
+}
+
+static uint64_t physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psize <= 0)
+        return 0;
+    return (uint64_t)pages * (uint64_t)psize;
+}
+
+static int parse_pct(const char *opt, const char *s, int *out, struct weir_error *err)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v > 100)
+        return bad(err, "%s: '%s' is not a percentage from 0 to 100", opt, s);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_secs(const char *opt, const char *s, double *out, struct weir_error *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0 || v > 31536000)
+        return bad(err, "%s: '%s' is not a number of seconds", opt, s);
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int hi, int *out,
+                     struct weir_error *err)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        char range[64];
+        snprintf(range, sizeof range, "%d to %d", lo, hi);
+        return error_set(err, WEIR_EXIT_USAGE, "%s: '%s' is not a whole number from %s",
+                         opt, s, range);
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Split "HOST:PORT", "[v6]:PORT" or (when host is optional) "PORT". */
+static int split_hostport(const char *opt, const char *s, bool host_required, char *host,
+                          size_t hostlen, char *port, size_t portlen, struct weir_error *err)
+{
+    const char *colon;
+    host[0] = '\0';
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return bad(err, "%s: '%s' is not [ADDRESS]:PORT", opt, s);
+        if ((size_t)(close - s - 1) >= hostlen)
+            return bad(err, "%s: host name too long in '%s'", opt, s);
+        memcpy(host, s + 1, (size_t)(close - s - 1));
+        host[close - s - 1] = '\0';
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon && strchr(s, ':') != colon)
+            return bad(err, "%s: write the IPv6 address in '%s' as [ADDRESS]:PORT", opt, s);
+        if (colon) {
+            if ((size_t)(colon - s) >= hostlen)
+                return bad(err, "%s: host name too long in '%s'", opt, s);
+            memcpy(host, s, (size_t)(colon - s));
+            host[colon - s] = '\0';
+        }
+    }
+    const char *p = colon ? colon + 1 : s;
+    if (host_required && !host[0])
+        return bad(err, "%s: '%s' needs HOST:PORT", opt, s);
+    if (colon && !host[0] && s[0] != '[')
+        return bad(err, "%s: '%s' has an empty host", opt, s);
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (!*p || errno || *end || v < 0 || v > 65535 || p[0] == '-' || p[0] == '+')
+        return bad(err, "%s: '%s' has no valid port (0 to 65535)", opt, s);
+    if (v == 0 && host_required)
+        return bad(err, "%s: '%s': cannot send to port 0", opt, s);
+    snprintf(port, portlen, "%ld", v);
+    return 0;
+}
+
+struct raw_sizes {
+    const char *mem, *block, *blocks;
+};
+
+static int resolve_sizes(struct weir_options *o, const struct raw_sizes *r,
+                         struct weir_error *err)
+{
+    uint64_t phys = physical_memory();
+    uint64_t nblocks = 0;
+    o->block = DEFAULT_BLOCK;
+    if (r->block && (options_parse_size(r->block, &o->block) || o->block == 0))
+        return bad(err, "-s: '%s' is not a valid size", r->block);
+    if (o->block < MIN_BLOCK || o->block > MAX_BLOCK)
+        return bad(err, "-s: %s is out of range (16 bytes to 1G)", r->block);
+    if (r->blocks) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(r->blocks, &end, 10);
+        if (errno || end == r->blocks || *end || v == 0 || r->blocks[0] == '-')
+            return bad(err, "-b: '%s' is not a positive number of blocks", r->blocks);
+        nblocks = v;
+    }
+    if (r->mem) {
+        size_t len = strlen(r->mem);
+        if (len > 1 && r->mem[len - 1] == '%') {
+            char *end;
+            errno = 0;
+            double pct = strtod(r->mem, &end);
+            if (errno || end != r->mem + len - 1 || !(pct > 0) || pct > 90)
+                return bad(err, "-m: '%s' is not a percentage of memory (up to 90%%)",
+                           r->mem);
+            o->mem = (uint64_t)((double)phys * pct / 100.0);
+        } else if (options_parse_size(r->mem, &o->mem)) {
+            return bad(err, "-m: '%s' is not a valid size", r->mem);
+        }
+        if (o->mem == 0)
+            return bad(err, "-m: '%s': the buffer cannot be empty", r->mem);
+        if (r->blocks && r->block)
+            return bad(err, "-m, -s and -b together over-determine the buffer; give two");
+        if (r->blocks)
+            o->block = o->mem / nblocks;
+        if (o->block < MIN_BLOCK)
+            return bad(err, "-b: blocks of %llu bytes are too small (at least 16)",
+                       (unsigned long long)o->block);
+    } else {
+        if (r->blocks && nblocks > UINT64_MAX / o->block)
+            return bad(err, "-b: '%s' blocks is absurdly large", r->blocks);
+        o->mem = r->blocks ? nblocks * o->block : DEFAULT_MEM;
+    }
+    if (phys && o->mem > phys)
+        return bad(err, "-m: the buffer (%s) is larger than physical memory",
+                   r->mem ? r->mem : r->blocks);
+    if (o->block > o->mem)
+        return bad(err, "-s: the block size is larger than the buffer (-m)");
+    o->nblocks = o->mem / o->block;
+    if (o->nblocks < 2)
+        return bad(err, "-m: the buffer must hold at least 2 blocks of -s bytes");
+    if (o->nblocks > (1u << 24))
+        return bad(err, "-s: too many blocks (more than 16777216); use a larger -s");
+    o->mem = o->nblocks * o->block;
+    return 0;
+}
+
+static int check_conflicts(struct weir_options *o, bool ct_given,
+                           struct weir_error *err)
+{
+    if (o->listen && o->input_path)
+        return bad(err, "-i and -I both name an input; give one");
+    if (o->bind_addr && !o->listen)
+        return bad(err, "--bind needs -I");
+    bool any_tcp = false;
+    int stdouts = 0;
+    for (int i = 0; i < o->noutputs; i++) {
+        if (o->outputs[i].kind == OUTPUT_TCP)
+            any_tcp = true;
+        else if (strcmp(o->outputs[i].path, "-") == 0)
+            stdouts++;
+    }
+    if (stdouts > 1)
+        return bad(err, "-o -: standard output is named more than once");
+    if (ct_given && !any_tcp)
+        return bad(err, "--connect-timeout needs -O");
+    if (o->quiet && o->verbosity)
+        return bad(err, "-q and -v contradict each other");
+    if (o->compress && o->decode)
+        return bad(err, "-z and -d contradict each other");
+    if (o->raw && o->compress)
+        return bad(err, "--raw and -z contradict each other: compressed data is a weir "
+                   "stream");
+    if (o->accept_timeout > 0 && !o->listen)
+        return bad(err, "--accept-timeout needs -I");
+    return 0;
+}
+
+static int add_output(struct weir_options *o, int opt, const char *arg, struct weir_error *err)
+{
+    if (o->noutputs == WEIR_MAX_OUTPUTS)
+        return error_set(err, WEIR_EXIT_USAGE, "too many outputs (at most %d)",
+                         WEIR_MAX_OUTPUTS);
+    struct output_spec *s = &o->outputs[o->noutputs];
+    memset(s, 0, sizeof *s);
+    if (opt == 'o') {
+        if (!*arg)
+            return bad(err, "-o: empty file name");
+        s->kind = OUTPUT_FILE;
+        s->path = arg;
+    } else {
+        s->kind = OUTPUT_TCP;
+        if (split_hostport("-O", arg, true, s->host, sizeof s->host, s->port,
+                           sizeof s->port, err))
+            return -1;
+    }
+    o->noutputs++;
+    return 0;
+}
+
+static int unsupported(int opt, struct weir_error *err)
+{
+    const char *what = "tape volumes and autoloaders";
+    if (opt == 't')
+        what = "file-backed buffers";
+    char name[16];
+    if (opt == OPT_UNSUPPORTED_TAPE)
+        snprintf(name, sizeof name, "--tapeaware");
+    else
+        snprintf(name, sizeof name, "-%c", opt);
+    return error_set(err, WEIR_EXIT_USAGE, "%s: not supported: weir has no %s", name, what);
+}
+
+static void defaults(struct weir_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->resume_read_pct = 100;
+    o->family = AF_UNSPEC;
+    o->connect_timeout = 30;
+    o->io_timeout = 600;
+    o->level = 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    o->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+}
+
+static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_sizes *r,
+                     bool *ct_given, struct weir_error *err)
+{
+    switch (c) {
+    case 'i':
+        if (o->input_path)
+            return bad(err, "-i: only one input (already '%s')", o->input_path);
+        o->input_path = arg;
+        return 0;
+    case 'o': case 'O':
+        return add_output(o, c, arg, err);
+    case 'I':
+        if (o->listen)
+            return bad(err, "-I: only one listening port");
+        o->listen = true;
+        return split_hostport("-I", arg, false, o->allow_host, sizeof o->allow_host,
+                              o->listen_port, sizeof o->listen_port, err);
+    case 'm': r->mem = arg; return 0;
+    case 's': r->block = arg; return 0;
+    case 'b': r->blocks = arg; return 0;
+    case 'P': return parse_pct("-P", arg, &o->start_write_pct, err);
+    case 'p': return parse_pct("-p", arg, &o->resume_read_pct, err);
+    case 'r': case 'R': {
+        uint64_t *rate = c == 'r' ? &o->read_rate : &o->write_rate;
+        if (options_parse_size(arg, rate) || *rate == 0)
+            return error_set(err, WEIR_EXIT_USAGE, "-%c: '%s' is not a positive rate",
+                             c, arg);
+        return 0;
+    }
+    case 'f': o->force = true; return 0;
+    case 'q': o->quiet = true; return 0;
+    case 'v': o->verbosity++; return 0;
+    case 'l': o->log_path = arg; return 0;
+    case 'e': case OPT_STOP_ON_ERROR: o->stop_on_error = true; return 0;
+    case '4': case '6': {
+        int fam = c == '4' ? AF_INET : AF_INET6;
+        if (o->family != AF_UNSPEC && o->family != fam)
+            return bad(err, "-4 and -6 contradict each other");
+        o->family = fam;
+        return 0;
+    }
+    case OPT_BIND: o->bind_addr = arg; return 0;
+    case OPT_CONNECT_TIMEOUT:
+        *ct_given = true;
+        return parse_secs("--connect-timeout", arg, &o->connect_timeout, err);
+    case OPT_ACCEPT_TIMEOUT:
+        return parse_secs("--accept-timeout", arg, &o->accept_timeout, err);
+    case OPT_TIMEOUT: return parse_secs("--timeout", arg, &o->io_timeout, err);
+    case OPT_RAW: o->raw = true; return 0;
+    case OPT_SIZE:
+        if (options_parse_size(arg, &o->expect_size) || o->expect_size == 0)
+            return bad(err, "--size: '%s' is not a valid size", arg);
+        return 0;
+    case 'z':
+        o->compress = true;
+        return arg ? parse_int("--compress", arg, 1, 12, &o->level, err) : 0;
+    case 'd': o->decode = true; return 0;
+    case 'T':
+        if (arg[0] < '0' || arg[0] > '9')
+            return unsupported('t', err);   /* mbuffer's -T FILE */
+        return parse_int("-T", arg, 1, 64, &o->threads, err);
+    case 'h': o->help = true; return 0;
+    case 'V': o->version = true; return 0;
+    case 'n': case 'A': case 'a': case 'D': case 't': case OPT_UNSUPPORTED_TAPE:
+        return unsupported(c, err);
+    default:
+        return -1;
+    }
+}
+
+int options_parse(int argc, char **argv, struct weir_options *o, struct weir_error *err)
+{
+    struct raw_sizes r = {0};
+    bool ct_given = false;
+    defaults(o);
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":i:o:I:O:m:s:b:P:p:r:R:fqvl:e46zdT:hVn:A:a:D:t",
+                            long_opts, NULL)) != -1) {
+        if (c == '?') {
+            if (optopt && optopt < 256)
+                return error_set(err, WEIR_EXIT_USAGE, "unknown option '-%c' (see weir -h)",
+                                 optopt);
+            return error_set(err, WEIR_EXIT_USAGE, "unknown option '%s' (see weir -h)",
+                             argv[optind - 1]);
+        }
+        if (c == ':') {
+            if (optopt && optopt < 256)
+                return error_set(err, WEIR_EXIT_USAGE, "option '-%c' needs a value", optopt);
+            return error_set(err, WEIR_EXIT_USAGE, "option '%s' needs a value",
+                             argv[optind - 1]);
+        }
+        if (parse_one(o, c, optarg, &r, &ct_given, err))
+            return -1;
+    }
+    if (optind < argc)
+        return bad(err, "unexpected argument '%s' (inputs and outputs take -i, -o, -I, -O)",
+                   argv[optind]);
+    if (o->help || o->version)
+        return 0;
+    if (o->input_path && strcmp(o->input_path, "-") == 0)
+        o->input_path = NULL;
+    if (resolve_sizes(o, &r, err) || check_conflicts(o, ct_given, err))
+        return -1;
+    return 0;
+}

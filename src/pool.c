@@ -1,0 +1,54 @@
+/* pool.c - see include/weir/pool.h. */
+#include "weir/pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+int pool_init(struct pool *pool, size_t block_size, uint32_t nblocks, struct weir_error *err)
+{
+    pool->block_size = block_size;
+    pool->stride = (block_size + 63) & ~(size_t)63;
+    pool->nblocks = nblocks;
+    size_t bytes = pool->stride * nblocks;
+    /* MAP_NORESERVE: reserve address space only; pages are committed when touched. */
+    void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno,
+                         "buffer: cannot reserve %zu bytes (-m)", bytes);
+    pool->free = malloc(sizeof *pool->free * nblocks);
+    if (!pool->free) {
+        munmap(base, bytes);
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM,
+                         "buffer: cannot allocate the table of %u blocks", nblocks);
+    }
+    pool->base = base;
+    /* Block 0 on top: the first blocks used are the lowest addresses. */
+    for (uint32_t i = 0; i < nblocks; i++)
+        pool->free[i] = nblocks - 1 - i;
+    pool->nfree = nblocks;
+    return 0;
+}
+
+void pool_destroy(struct pool *pool)
+{
+    if (pool->base)
+        munmap(pool->base, pool->stride * pool->nblocks);
+    free(pool->free);
+    pool->base = NULL;
+    pool->free = NULL;
+}
+
+bool pool_take_locked(struct pool *pool, uint32_t *idx)
+{
+    if (pool->nfree == 0)
+        return false;
+    *idx = pool->free[--pool->nfree];
+    return true;
+}
+
+void pool_release_locked(struct pool *pool, uint32_t idx)
+{
+    pool->free[pool->nfree++] = idx;
+}

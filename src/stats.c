@@ -1,0 +1,120 @@
+/* stats.c - see include/weir/stats.h. */
+#include "weir/stats.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void stats_bytes(uint64_t n, char *buf, size_t len)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)n);
+    else
+        snprintf(buf, len, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
+}
+
+static void stats_rate(double bytes, double secs, char *buf, size_t len)
+{
+    char b[24];
+    stats_bytes(secs > 0 ? (uint64_t)(bytes / secs) : 0, b, sizeof b);
+    snprintf(buf, len, "%s/s", b);
+}
+
+void stats_duration(double secs, char *buf, size_t len)
+{
+    if (secs < 0)
+        secs = 0;
+    unsigned long t = (unsigned long)(secs + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%lu:%02lu:%02lu", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%lu:%02lu", t / 60, t % 60);
+}
+
+static double fill_share(const struct stats_snapshot *s)
+{
+    return s->capacity ? (double)s->held / (double)s->capacity : 0;
+}
+
+void stats_status_line(const struct stats_snapshot *prev, const struct stats_snapshot *now,
+                       char *buf, size_t len)
+{
+    double dt = now->elapsed - prev->elapsed;
+    char in[32], out[32], total[32], el[16], bar[11];
+    stats_rate((double)(now->in_bytes - prev->in_bytes), dt, in, sizeof in);
+    stats_rate((double)(now->out_bytes - prev->out_bytes), dt, out, sizeof out);
+    stats_bytes(now->data_bytes, total, sizeof total);
+    stats_duration(now->elapsed, el, sizeof el);
+    double fill = fill_share(now);
+    int hashes = (int)(fill * 10 + 0.5);
+    for (int i = 0; i < 10; i++)
+        bar[i] = i < hashes ? '#' : '.';
+    bar[10] = '\0';
+    int n = snprintf(buf, len, "in %s  out %s  total %s  buf [%s] %3.0f%%  %s", in, out,
+                     total, bar, fill * 100, el);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (now->transform && now->wire_bytes)
+        n += snprintf(buf + n, len - (size_t)n, "  ratio %.2f",
+                      (double)now->data_bytes / (double)now->wire_bytes);
+    if (now->expect && (size_t)n < len) {
+        double done = (double)now->data_bytes / (double)now->expect;
+        double rate = now->elapsed > 0 ? (double)now->data_bytes / now->elapsed : 0;
+        char eta[16] = "?";
+        if (rate > 0 && done < 1)
+            stats_duration(((double)now->expect - (double)now->data_bytes) / rate, eta,
+                           sizeof eta);
+        else if (done >= 1)
+            snprintf(eta, sizeof eta, "0:00");
+        snprintf(buf + n, len - (size_t)n, "  %3.0f%%  ETA %s", done > 1 ? 100 : done * 100,
+                 eta);
+    }
+}
+
+static const char *verdict(const struct stats_snapshot *s, double empty, double full)
+{
+    (void)s;
+    if (empty >= 0.5)
+        return "input was the bottleneck";
+    if (full >= 0.5)
+        return "output was the bottleneck";
+    if (empty + full < 0.2)
+        return "input and output kept pace with each other";
+    return empty > full ? "input was the slower side" : "output was the slower side";
+}
+
+void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, size_t len)
+{
+    char total[32], rate[32], el[32];
+    stats_bytes(s->data_bytes, total, sizeof total);
+    stats_rate((double)s->data_bytes, s->elapsed, rate, sizeof rate);
+    snprintf(el, sizeof el, "%.2f s", s->elapsed);
+    double empty = s->elapsed > 0 ? s->t_empty / s->elapsed : 0;
+    double full = s->elapsed > 0 ? s->t_full / s->elapsed : 0;
+    if (empty > 1)
+        empty = 1;
+    if (full > 1)
+        full = 1;
+    int n = snprintf(buf, len, "summary: %s%s in %s, %s", complete ? "" : "INCOMPLETE: ",
+                     total, el, rate);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (s->transform && s->wire_bytes) {
+        char wire[32], wrate[32];
+        stats_bytes(s->wire_bytes, wire, sizeof wire);
+        stats_rate((double)s->wire_bytes, s->elapsed, wrate, sizeof wrate);
+        n += snprintf(buf + n, len - (size_t)n, "; wire %s, %s, ratio %.2f", wire, wrate,
+                      (double)s->data_bytes / (double)s->wire_bytes);
+        if (n < 0 || (size_t)n >= len)
+            return;
+    }
+    snprintf(buf + n, len - (size_t)n,
+             "; buffer empty %.0f%% and full %.0f%% of the time: %s", empty * 100,
+             full * 100, verdict(s, empty, full));
+}

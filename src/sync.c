@@ -1,0 +1,111 @@
+/* sync.c - see include/weir/sync.h. */
+#include "weir/sync.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void sync_die(int err, const char *what, const char *file, int line)
+{
+    fprintf(stderr, "weir: internal error: %s failed at %s:%d: %s\n",
+            what, file, line, strerror(err));
+    abort();
+}
+
+void sync_mutex_init_at(pthread_mutex_t *m, const char *file, int line)
+{
+    int err = pthread_mutex_init(m, NULL);
+    if (err)
+        sync_die(err, "pthread_mutex_init", file, line);
+}
+
+void sync_cond_init_at(pthread_cond_t *c, const char *file, int line)
+{
+    pthread_condattr_t attr;
+    int err = pthread_condattr_init(&attr);
+    if (!err)
+        err = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (!err)
+        err = pthread_cond_init(c, &attr);
+    if (err)
+        sync_die(err, "pthread_cond_init", file, line);
+    pthread_condattr_destroy(&attr);
+}
+
+void sync_lock_at(pthread_mutex_t *m, const char *file, int line)
+{
+    int err = pthread_mutex_lock(m);
+    if (err)
+        sync_die(err, "pthread_mutex_lock", file, line);
+}
+
+void sync_unlock_at(pthread_mutex_t *m, const char *file, int line)
+{
+    int err = pthread_mutex_unlock(m);
+    if (err)
+        sync_die(err, "pthread_mutex_unlock", file, line);
+}
+
+void sync_wait_at(pthread_cond_t *c, pthread_mutex_t *m, const char *file, int line)
+{
+    int err = pthread_cond_wait(c, m);
+    if (err)
+        sync_die(err, "pthread_cond_wait", file, line);
+}
+
+bool sync_wait_until_at(pthread_cond_t *c, pthread_mutex_t *m,
+                        const struct timespec *deadline, const char *file, int line)
+{
+    int err = pthread_cond_timedwait(c, m, deadline);
+    if (err == ETIMEDOUT)
+        return false;
+    if (err)
+        sync_die(err, "pthread_cond_timedwait", file, line);
+    return true;
+}
+
+void sync_broadcast_at(pthread_cond_t *c, const char *file, int line)
+{
+    int err = pthread_cond_broadcast(c);
+    if (err)
+        sync_die(err, "pthread_cond_broadcast", file, line);
+}
+
+void sync_signal_at(pthread_cond_t *c, const char *file, int line)
+{
+    int err = pthread_cond_signal(c);
+    if (err)
+        sync_die(err, "pthread_cond_signal", file, line);
+}
+
+void sync_create_at(pthread_t *t, void *(*fn)(void *), void *arg, const char *file, int line)
+{
+    int err = pthread_create(t, NULL, fn, arg);
+    if (err)
+        sync_die(err, "pthread_create", file, line);
+}
+
+void sync_join_at(pthread_t t, const char *file, int line)
+{
+    int err = pthread_join(t, NULL);
+    if (err)
+        sync_die(err, "pthread_join", file, line);
+}
+
+double clock_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);  /* cannot fail for CLOCK_MONOTONIC */
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct timespec clock_deadline(double secs)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long ns = ts.tv_nsec + (long long)(secs * 1e9);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    return ts;
+}
