@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "weir/sync.h"
@@ -104,4 +105,41 @@ ssize_t io_read_full(int fd, void *buf, size_t n, int timeout_ms, atomic_bool *s
         got += (size_t)r;
     }
     return (ssize_t)got;
+}
+
+int io_writev_all(int fd, struct iovec *iov, int cnt, int timeout_ms, atomic_bool *stop)
+{
+    while (cnt > 0) {
+        if (iov->iov_len == 0) {
+            iov++;
+            cnt--;
+            continue;
+        }
+        ssize_t w = writev(fd, iov, cnt);
+        if (w < 0) {
+            if (errno == EINTR) {
+                if (stop && atomic_load(stop)) {
+                    errno = ECANCELED;
+                    return -1;
+                }
+                continue;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return -1;
+            if (io_wait(fd, POLLOUT, timeout_ms, stop))
+                return -1;
+            continue;
+        }
+        size_t left = (size_t)w;
+        while (cnt > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
 }

@@ -5,181 +5,140 @@
  * -----------
  * One reader thread owns the input (stdin, a file, or the TCP connection it
  * accepts).  One writer thread per output owns that output (stdout, a file,
- * or the TCP connection it makes).  The main thread starts them, turns
- * signals into actions, redraws the status line, and joins them.  There is
- * one mutex, p->lock, and two condition variables: data_cv, on which writers
- * wait for data, and space_cv, on which the reader waits for a free block.
+ * or the TCP connection it makes); a writer that sends a weir stream over
+ * TCP has a back-channel thread that reads the receiver's answer.  With -z,
+ * or when a weir stream is being decoded, -T worker threads transform
+ * blocks.  The main thread starts them all, turns signals into actions,
+ * redraws the status line, joins them, answers a weir sender, and prints the
+ * summary.  There is one mutex, p->lock, and three condition variables:
+ * data_cv (writers wait for data), space_cv (the reader waits for a free
+ * block) and job_cv (workers wait for a job).
  *
  * The buffer
  * ----------
- * The buffer is nblocks blocks of -s bytes (pool.c), committed lazily.  Data
- * moves through a ring of slots indexed by sequence number (seq & mask): the
- * reader takes a free block, puts it in slot p->head and reads into it.
- * After every read() it publishes the new length under the lock and wakes
- * the writers, so a line typed into weir comes out at once rather than when
- * a block fills.  A block is sealed when it is full or the input ends.  The
- * reader writes only beyond the published length and the writers read only
- * below it, so the data itself is touched outside the lock; the lock orders
- * the length updates.
+ * The buffer is nblocks blocks carved from one lazily committed reservation
+ * (pool.c).  What the outputs will write flows through a ring of slots
+ * indexed by sequence number (seq & mask).  Without a transform, the reader
+ * takes a free block, puts it in slot p->head and reads into it; after every
+ * read() it publishes the new length under the lock and wakes the writers,
+ * so a line typed into weir comes out at once, not when a block fills.  The
+ * reader writes only beyond the published length and writers read only
+ * below it, so data is copied outside the lock; the lock orders the lengths.
+ *
+ * With a transform, the reader fills a staging block (raw data for -z, a
+ * compressed payload when decoding), creates a pending slot for the result
+ * and queues a job.  A worker takes the job, takes an output block, encodes
+ * or decodes into it, releases the staging block, and makes the slot
+ * present.  Jobs finish in any order; p->ready is the first slot not yet
+ * present, and writers never pass it, so blocks leave in sequence order.
+ * The reader takes a block only while enough stay free for the output
+ * blocks that queued jobs were promised (p->out_reserved), so workers never
+ * wait for memory and the pipeline cannot deadlock on a full buffer.
  *
  * Each writer has its own cursor (seq, off).  It takes the published range
- * of its current slot, writes it with the lock released, and advances.  A
- * block is released to the pool when every live output's cursor has passed
- * it (p->tail is the oldest slot still held).  Free blocks are reused
- * newest-first, so a consumer that keeps up keeps RSS small.
+ * of its slot, writes it with the lock released, and advances.  A block is
+ * released when every live output's cursor has passed it (p->tail is the
+ * oldest slot still held).  Free blocks are reused newest-first, so a
+ * consumer that keeps up keeps RSS small.
  *
  * Back-pressure
  * -------------
- * When no block is free, the reader waits on space_cv: the buffer is full
- * and the outputs set the pace.  With -p, it then waits until the fill has
- * dropped below the mark.  When a writer's cursor reaches the reader, it
- * waits on data_cv: the buffer is empty and the input sets the pace.  With
- * -P, writers also wait (the "gate") until the buffer is that full, each
- * time it has run empty, so a tape drive streams instead of shoe-shining.
- * The time spent empty and full is accounted at each transition and gives
- * the summary its verdict.
+ * When no block is free the reader waits on space_cv: the buffer is full
+ * and the outputs set the pace.  With -p it then waits until the fill drops
+ * below the mark.  When every writer has caught up it waits on data_cv: the
+ * buffer is empty and the input sets the pace.  With -P writers also wait
+ * (the "gate") until the buffer is that full, each time it has run empty.
+ * Time spent empty and full is accounted at each transition and gives the
+ * summary its verdict.
  *
  * Errors and shutdown
  * -------------------
- * A failed output is marked dead: it no longer holds blocks back, and the
- * others go on, unless --stop-on-error is given or no output is left.  Any
- * other failure, and SIGINT or SIGTERM, stops the pipeline: the first error
- * is recorded (the first error wins), p->stop is set under the lock, both
- * condition variables are broadcast, and the main thread sends each running
+ * A failed output is marked dead: it stops holding blocks back and the
+ * others go on, unless --stop-on-error is given or none is left.  Any other
+ * failure, and SIGINT or SIGTERM, stops the pipeline: the first error is
+ * recorded (the first error wins), p->stop is set under the lock, every
+ * condition variable is broadcast, and the main thread sends each running
  * thread the wake-up signal (SIGUSR2, caught by an empty handler installed
- * without SA_RESTART) every 100 ms until it has exited.  A thread blocked in
- * read(), write(), poll() or a rate-limit sleep gets EINTR, sees p->stop and
- * returns.  No thread calls exit() and none is cancelled.  When every thread
- * has returned, main joins them, prints the summary and returns the first
- * error's exit status.  Each thread, as it ends, sends SIGUSR2 to the main
- * thread, which waits in sigtimedwait() and so learns at once.
+ * without SA_RESTART) every 100 ms until it has returned.  A thread blocked
+ * in read(), write(), poll() or a rate-limit sleep gets EINTR, sees the stop
+ * flag and returns.  No thread calls exit() and none is cancelled.  Each
+ * thread, as it returns, sends SIGUSR2 to the main thread, which waits in
+ * sigtimedwait() and so learns at once.
  */
 #include "weir/pipeline.h"
 
 #include <errno.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "weir/endpoint.h"
+#include "pipeline_int.h"
 #include "weir/io.h"
-#include "weir/pool.h"
-#include "weir/ratelimit.h"
 #include "weir/stats.h"
 #include "weir/sync.h"
 
-#define WAKE_SIGNAL SIGUSR2
-#define READ_MAX (1u << 20)    /* largest single read(); keeps publishing frequent */
 #define KICK_INTERVAL 0.1
-
-struct slot {
-    uint32_t block;   /* pool index */
-    bool sealed;      /* no more bytes will be added */
-    size_t len;       /* bytes published */
-};
-
-struct output {
-    struct pipeline *p;
-    const struct output_spec *spec;
-    struct endpoint ep;       /* owned by this writer once it runs */
-    pthread_t thread;
-    struct ratelimit rl;      /* this writer's -R bucket */
-    /* guarded by p->lock: */
-    bool running;
-    bool dead;                /* failed; excluded from releasing blocks */
-    uint64_t seq;             /* cursor: slot being written */
-    size_t off;               /*         bytes of that slot already written */
-    uint64_t bytes;           /* bytes written */
-};
-
-struct pipeline {
-    const struct weir_options *o;
-    struct weir_log *log;
-    pthread_t main_thread;
-
-    pthread_mutex_t lock;
-    pthread_cond_t data_cv;   /* writers: data published, input ended, gate, stop */
-    pthread_cond_t space_cv;  /* reader: block freed, stop */
-    atomic_bool stop;         /* written under lock; read anywhere */
-
-    struct pool pool;
-    struct slot *ring;        /* guarded by lock */
-    uint64_t mask;
-    uint64_t head;            /* guarded by lock: next slot the reader creates */
-    uint64_t tail;            /* guarded by lock: oldest slot still held */
-    bool filling;             /* guarded by lock: slot head-1 is not sealed */
-    bool input_done;          /* guarded by lock: no slot will be added */
-    bool gate_open;           /* guarded by lock: -P allows writing */
-    bool throttled;           /* guarded by lock: -p holds the reader back */
-    uint64_t capacity;        /* bytes */
-
-    /* statistics, guarded by lock */
-    uint64_t in_bytes;
-    uint64_t min_out;         /* bytes written by the slowest live output */
-    double t_start;           /* 0 until the input is open */
-    double empty_since;       /* < 0 when the buffer is not empty */
-    double t_empty, t_full;
-
-    /* errors, guarded by lock */
-    bool failed;
-    struct weir_error first;
-    int running;              /* threads not yet returned */
-
-    struct endpoint in_ep;    /* owned by the reader */
-    struct tcp_listener listener;
-    pthread_t reader;
-    bool reader_running;      /* guarded by lock */
-    struct ratelimit read_rl;
-    struct output out[WEIR_MAX_OUTPUTS];
-    int nout;
-    int live;                 /* guarded by lock: outputs not dead */
-};
+#define DRAIN_SECS 5.0        /* how long a receiver keeps reading after it answered */
 
 /* ---- errors and stopping ------------------------------------------------ */
 
-static void stop_locked(struct pipeline *p)
+void stop_locked(struct pipeline *p)
 {
     atomic_store(&p->stop, true);
+    for (int i = 0; i < p->nout; i++)
+        atomic_store(&p->out[i].halt, true);
     sync_broadcast(&p->data_cv);
     sync_broadcast(&p->space_cv);
+    sync_broadcast(&p->job_cv);
 }
 
-/* Record a fatal error (the first one wins) and stop everything. */
-static void pipeline_fail(struct pipeline *p, const struct weir_error *e)
+void pipeline_fail(struct pipeline *p, const struct weir_error *e)
 {
     sync_lock(&p->lock);
-    bool cancelled = atomic_load(&p->stop);
+    bool already = atomic_load(&p->stop);
     if (!p->failed) {
         p->failed = true;
         p->first = *e;
     }
     stop_locked(p);
     sync_unlock(&p->lock);
-    /* errors caused by the stop itself are noise; real ones are all shown */
-    if (!cancelled || strstr(e->msg, strerror(ECANCELED)) == NULL)
+    if (!already)
         log_msg(p->log, LOG_ERROR, "%s", e->msg);
 }
 
-/* ---- releasing blocks --------------------------------------------------- */
-
-static void note_empty_locked(struct pipeline *p)
+void output_fail(struct output *o, const struct weir_error *e)
 {
-    uint64_t held = p->in_bytes - p->min_out;
-    if (held == 0 && !p->input_done && p->empty_since < 0) {
-        p->empty_since = clock_now();
-        if (p->o->start_write_pct > 0)
-            p->gate_open = false;    /* -P: wait for the mark again */
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    bool cancelled = atomic_load(&p->stop);
+    bool first_time = !o->dead;
+    if (!o->dead) {
+        o->dead = true;
+        p->live--;
     }
+    atomic_store(&o->halt, true);
+    if (!p->failed && !cancelled) {
+        p->failed = true;
+        p->first = *e;
+    }
+    if (p->live == 0 || p->o->stop_on_error)
+        stop_locked(p);
+    else
+        release_locked(p);
+    sync_broadcast(&p->data_cv);
+    sync_unlock(&p->lock);
+    if (!cancelled && first_time)
+        log_msg(p->log, LOG_ERROR, "%s", e->msg);
 }
 
-/* Free every slot that all live outputs have passed. */
-static void release_locked(struct pipeline *p)
+/* ---- the buffer --------------------------------------------------------- */
+
+void release_locked(struct pipeline *p)
 {
-    uint64_t min_seq = p->head, min_bytes = p->in_bytes;
+    uint64_t min_seq = p->ready, min_bytes = p->queued_bytes;
     for (int i = 0; i < p->nout; i++) {
         struct output *o = &p->out[i];
         if (o->dead)
@@ -192,65 +151,43 @@ static void release_locked(struct pipeline *p)
     p->min_out = min_bytes;
     bool freed = false;
     while (p->tail < min_seq) {
-        struct slot *s = &p->ring[p->tail & p->mask];
-        pool_release_locked(&p->pool, s->block);
+        pool_release_locked(&p->pool, p->ring[p->tail & p->mask].block);
         p->tail++;
         freed = true;
     }
     if (freed)
-        sync_signal(&p->space_cv);
-    note_empty_locked(p);
+        sync_broadcast(&p->space_cv);
 }
 
-/* An output failed: it stops holding data; the pipeline stops if it must. */
-static void output_fail(struct output *o, const struct weir_error *e)
+void advance_ready_locked(struct pipeline *p)
 {
-    struct pipeline *p = o->p;
-    sync_lock(&p->lock);
-    bool cancelled = atomic_load(&p->stop);
-    if (!o->dead) {
-        o->dead = true;
-        p->live--;
+    uint64_t before = p->ready;
+    while (p->ready < p->head && p->ring[p->ready & p->mask].present) {
+        struct slot *s = &p->ring[p->ready & p->mask];
+        if (p->encode && s->raw_len) {
+            p->chain = codec_chain(p->chain, s->hash, s->raw_len);
+            p->chain_total += s->raw_len;
+        }
+        p->ready++;
     }
-    if (!p->failed && !cancelled) {
-        p->failed = true;
-        p->first = *e;
+    if (p->ready != before) {
+        sync_broadcast(&p->data_cv);
+        sync_broadcast(&p->space_cv);   /* the -z reader waits for the last job */
     }
-    if (p->live == 0 || p->o->stop_on_error)
-        stop_locked(p);
-    else
-        release_locked(p);
-    sync_unlock(&p->lock);
-    if (!cancelled)
-        log_msg(p->log, LOG_ERROR, "%s", e->msg);
 }
 
-/* ---- the reader --------------------------------------------------------- */
-
-/* Wait for room to read into; false when stopping. */
-static bool reader_reserve(struct pipeline *p, unsigned char **dst, size_t *cap)
+bool reader_take_block(struct pipeline *p, uint32_t extra, uint32_t *idx)
 {
     sync_lock(&p->lock);
     while (!atomic_load(&p->stop)) {
-        if (p->filling) {
-            struct slot *s = &p->ring[(p->head - 1) & p->mask];
-            *dst = pool_data(&p->pool, s->block) + s->len;
-            *cap = p->pool.block_size - s->len;
+        uint64_t used = p->pool.nblocks - p->pool.nfree;
+        if (p->throttled &&
+            used * 100 < (uint64_t)p->pool.nblocks * (uint64_t)p->o->resume_read_pct)
+            p->throttled = false;
+        if (!p->throttled && p->pool.nfree > p->out_reserved + extra) {
+            pool_take_locked(&p->pool, idx);
             sync_unlock(&p->lock);
             return true;
-        }
-        uint64_t held = p->in_bytes - p->min_out;
-        if (p->throttled && held * 100 < p->capacity * (uint64_t)p->o->resume_read_pct)
-            p->throttled = false;
-        uint32_t idx;
-        if (!p->throttled && pool_take_locked(&p->pool, &idx)) {
-            struct slot *s = &p->ring[p->head & p->mask];
-            s->block = idx;
-            s->len = 0;
-            s->sealed = false;
-            p->head++;
-            p->filling = true;
-            continue;
         }
         /* the buffer is full: the outputs set the pace */
         if (p->o->resume_read_pct < 100)
@@ -263,101 +200,9 @@ static bool reader_reserve(struct pipeline *p, unsigned char **dst, size_t *cap)
     return false;
 }
 
-static void reader_publish(struct pipeline *p, size_t n)
-{
-    sync_lock(&p->lock);
-    struct slot *s = &p->ring[(p->head - 1) & p->mask];
-    s->len += n;
-    if (s->len == p->pool.block_size) {
-        s->sealed = true;
-        p->filling = false;
-    }
-    p->in_bytes += n;
-    if (p->empty_since >= 0) {
-        p->t_empty += clock_now() - p->empty_since;
-        p->empty_since = -1;
-    }
-    if (!p->gate_open &&
-        (p->in_bytes - p->min_out) * 100 >= p->capacity * (uint64_t)p->o->start_write_pct)
-        p->gate_open = true;
-    sync_broadcast(&p->data_cv);
-    sync_unlock(&p->lock);
-}
+/* ---- threads ------------------------------------------------------------ */
 
-/* Input ended (or failed): seal the last slot and let the writers drain. */
-static void reader_finish(struct pipeline *p)
-{
-    sync_lock(&p->lock);
-    if (p->filling) {
-        struct slot *s = &p->ring[(p->head - 1) & p->mask];
-        s->sealed = true;
-        p->filling = false;
-    }
-    p->input_done = true;
-    p->gate_open = true;
-    if (p->empty_since >= 0) {
-        p->t_empty += clock_now() - p->empty_since;
-        p->empty_since = -1;
-    }
-    sync_broadcast(&p->data_cv);
-    sync_unlock(&p->lock);
-}
-
-static int reader_open(struct pipeline *p, struct weir_error *e)
-{
-    if (p->o->listen) {
-        if (tcp_accept(&p->listener, p->o->accept_timeout, p->o->io_timeout, &p->stop,
-                       p->log, &p->in_ep, e))
-            return -1;
-    }
-    sync_lock(&p->lock);
-    p->t_start = clock_now();
-    p->empty_since = p->t_start;
-    sync_unlock(&p->lock);
-    return 0;
-}
-
-static int io_timeout_ms(const struct pipeline *p, const struct endpoint *ep)
-{
-    if (!ep->is_socket || p->o->io_timeout <= 0)
-        return -1;
-    return (int)(p->o->io_timeout * 1000);
-}
-
-static void reader_loop(struct pipeline *p)
-{
-    struct weir_error e;
-    int tmo = io_timeout_ms(p, &p->in_ep);
-    int status = p->in_ep.is_socket ? WEIR_EXIT_NETWORK : WEIR_EXIT_INPUT;
-    for (;;) {
-        unsigned char *dst;
-        size_t cap;
-        if (!reader_reserve(p, &dst, &cap))
-            return;
-        if (cap > READ_MAX)
-            cap = READ_MAX;
-        cap = ratelimit_chunk(&p->read_rl, cap);
-        ssize_t n = io_read(p->in_ep.fd, dst, cap, tmo, &p->stop);
-        if (n < 0) {
-            if (errno == ECANCELED)
-                return;
-            if (errno == ETIMEDOUT)
-                error_set(&e, status, "%s: no progress for %g s", p->in_ep.name,
-                          p->o->io_timeout);
-            else
-                error_sys(&e, status, errno, "%s: read", p->in_ep.name);
-            pipeline_fail(p, &e);
-            return;
-        }
-        if (n == 0)
-            return;
-        reader_publish(p, (size_t)n);
-        if (ratelimit_take(&p->read_rl, (size_t)n, &p->stop))
-            return;
-    }
-}
-
-static void thread_done(struct pipeline *p, bool *running_flag)
+void thread_done(struct pipeline *p, bool *running_flag)
 {
     sync_lock(&p->lock);
     *running_flag = false;
@@ -366,7 +211,7 @@ static void thread_done(struct pipeline *p, bool *running_flag)
     pthread_kill(p->main_thread, WAKE_SIGNAL);
 }
 
-static void thread_unblock_wake(void)
+void thread_unblock_wake(void)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -374,147 +219,11 @@ static void thread_unblock_wake(void)
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
-static void *reader_main(void *arg)
+int io_timeout_ms(const struct pipeline *p, const struct endpoint *ep)
 {
-    struct pipeline *p = arg;
-    struct weir_error e;
-    thread_unblock_wake();
-    if (reader_open(p, &e) == 0)
-        reader_loop(p);
-    else
-        pipeline_fail(p, &e);
-    reader_finish(p);
-    if (p->in_ep.is_socket && atomic_load(&p->stop) && p->failed) {
-        /* tell a sending peer plainly that this end gave up */
-        struct linger lg = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(p->in_ep.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    }
-    if (endpoint_close(&p->in_ep, WEIR_EXIT_INPUT, &e))
-        pipeline_fail(p, &e);
-    thread_done(p, &p->reader_running);
-    return NULL;
-}
-
-/* ---- the writers -------------------------------------------------------- */
-
-/* 1: (*src, *n) is data to write; 0: everything is written; -1: stopping. */
-static int writer_next(struct output *o, const unsigned char **src, size_t *n)
-{
-    struct pipeline *p = o->p;
-    sync_lock(&p->lock);
-    int rc = -1;
-    while (!atomic_load(&p->stop)) {
-        if (o->seq < p->head) {
-            struct slot *s = &p->ring[o->seq & p->mask];
-            if (s->len > o->off && p->gate_open) {
-                *src = pool_data(&p->pool, s->block) + o->off;
-                *n = s->len - o->off;
-                rc = 1;
-                break;
-            }
-            if (s->sealed && o->off == s->len) {
-                o->seq++;
-                o->off = 0;
-                release_locked(p);
-                continue;
-            }
-        } else if (p->input_done) {
-            rc = 0;
-            break;
-        }
-        sync_wait(&p->data_cv, &p->lock);
-    }
-    sync_unlock(&p->lock);
-    return rc;
-}
-
-static void writer_advance(struct output *o, size_t n)
-{
-    struct pipeline *p = o->p;
-    sync_lock(&p->lock);
-    o->off += n;
-    o->bytes += n;
-    struct slot *s = &p->ring[o->seq & p->mask];
-    if (s->sealed && o->off == s->len) {
-        o->seq++;
-        o->off = 0;
-    }
-    release_locked(p);
-    sync_unlock(&p->lock);
-}
-
-static int writer_open(struct output *o, struct weir_error *e)
-{
-    if (o->spec->kind != OUTPUT_TCP)
-        return 0;   /* files were opened by pipeline_create */
-    return tcp_connect(o->spec, o->p->o, &o->p->stop, o->p->log, &o->ep, e);
-}
-
-/* 0: every byte was written; 1: failed, *e says why; -1: the pipeline stopped. */
-static int writer_loop(struct output *o, struct weir_error *e)
-{
-    struct pipeline *p = o->p;
-    int tmo = io_timeout_ms(p, &o->ep);
-    int status = o->ep.is_socket ? WEIR_EXIT_NETWORK : WEIR_EXIT_OUTPUT;
-    for (;;) {
-        const unsigned char *src;
-        size_t n;
-        int r = writer_next(o, &src, &n);
-        if (r <= 0)
-            return r;
-        n = ratelimit_chunk(&o->rl, n);
-        ssize_t w = io_write(o->ep.fd, src, n, tmo, &p->stop);
-        if (w < 0) {
-            if (errno == ECANCELED)
-                return -1;
-            if (errno == ETIMEDOUT)
-                error_set(e, status, "%s: no progress for %g s", o->ep.name,
-                          p->o->io_timeout);
-            else if (errno == EPIPE && !o->ep.is_socket)
-                error_set(e, status, "%s: write: Broken pipe (the reader closed it early)",
-                          o->ep.name);
-            else
-                error_sys(e, status, errno, "%s: write", o->ep.name);
-            return 1;
-        }
-        writer_advance(o, (size_t)w);
-        if (ratelimit_take(&o->rl, (size_t)w, &p->stop))
-            return -1;
-    }
-}
-
-static int writer_close(struct output *o, bool complete, struct weir_error *e)
-{
-    if (o->ep.fd < 0)
-        return 0;
-    int status = o->ep.is_socket ? WEIR_EXIT_NETWORK : WEIR_EXIT_OUTPUT;
-    if (o->ep.is_socket) {
-        if (!complete) {
-            /* an abort must not look like a clean end to the peer */
-            struct linger lg = {.l_onoff = 1, .l_linger = 0};
-            setsockopt(o->ep.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-        } else if (shutdown(o->ep.fd, SHUT_WR) != 0) {
-            int err = errno;
-            endpoint_close(&o->ep, status, e);
-            return error_sys(e, status, err, "%s: shutdown", o->ep.name);
-        }
-    }
-    return endpoint_close(&o->ep, status, e);
-}
-
-static void *writer_main(void *arg)
-{
-    struct output *o = arg;
-    struct pipeline *p = o->p;
-    struct weir_error e;
-    thread_unblock_wake();
-    int rc = writer_open(o, &e) ? 1 : writer_loop(o, &e);
-    if (rc == 1 && !atomic_load(&p->stop))
-        output_fail(o, &e);
-    if (writer_close(o, rc == 0, &e) && rc == 0)
-        output_fail(o, &e);
-    thread_done(p, &o->running);
-    return NULL;
+    if (!ep->is_socket || p->o->io_timeout <= 0)
+        return -1;
+    return (int)(p->o->io_timeout * 1000);
 }
 
 /* ---- setup -------------------------------------------------------------- */
@@ -548,18 +257,25 @@ int pipeline_signals_block(struct weir_error *err)
     return 0;
 }
 
+static void setup_output(struct pipeline *p, struct output *out, const struct output_spec *spec)
+{
+    out->p = p;
+    out->spec = spec;
+    endpoint_none(&out->ep);
+    ratelimit_init(&out->rl, p->o->write_rate);
+    atomic_init(&out->halt, false);
+    bool tcp = spec->kind == OUTPUT_TCP;
+    out->framing = tcp && !p->o->raw && !p->encode ? FRAME_STORED : FRAME_NONE;
+    out->expects_status = tcp && !p->o->raw;
+}
+
 static int open_outputs(struct pipeline *p, struct weir_error *err)
 {
     const struct weir_options *o = p->o;
     static const struct output_spec stdout_spec = {.kind = OUTPUT_FILE, .path = "-"};
     p->nout = o->noutputs ? o->noutputs : 1;
-    for (int i = 0; i < p->nout; i++) {
-        struct output *out = &p->out[i];
-        out->p = p;
-        out->spec = o->noutputs ? &o->outputs[i] : &stdout_spec;
-        endpoint_none(&out->ep);
-        ratelimit_init(&out->rl, o->write_rate);
-    }
+    for (int i = 0; i < p->nout; i++)
+        setup_output(p, &p->out[i], o->noutputs ? &o->outputs[i] : &stdout_spec);
     for (int i = 0; i < p->nout; i++) {
         struct output *out = &p->out[i];
         if (out->spec->kind == OUTPUT_FILE &&
@@ -570,36 +286,66 @@ static int open_outputs(struct pipeline *p, struct weir_error *err)
     return 0;
 }
 
+/* Block geometry: a transform needs room for a frame's overhead, decoding
+ * needs blocks that hold the largest LZ4 block, and workers need spares. */
+static int plan_buffer(struct pipeline *p, struct weir_error *err)
+{
+    const struct weir_options *o = p->o;
+    uint64_t block = o->block, nblocks = o->nblocks;
+    p->unit = (size_t)block;
+    if (p->encode) {
+        p->unit = block < CODEC_BLOCK_MAX ? (size_t)block : CODEC_BLOCK_MAX;
+        block = p->unit + CODEC_BLOCK_OVERHEAD;
+        nblocks = o->mem / block;
+    } else if (p->may_decode && block < CODEC_BLOCK_MAX) {
+        block = CODEC_BLOCK_MAX;
+        p->unit = (size_t)block;
+        nblocks = o->mem / block;
+    }
+    if (p->encode || p->may_decode) {
+        p->nworkers = o->threads;
+        uint64_t need = 2 * (uint64_t)p->nworkers + 4;
+        if (nblocks < need)
+            nblocks = need;   /* documented: a transform needs a few blocks */
+    }
+    p->wire_block_max = block < CODEC_BLOCK_MAX ? (uint32_t)block : CODEC_BLOCK_MAX;
+    if (pool_init(&p->pool, (size_t)block, (uint32_t)nblocks, err))
+        return -1;
+    uint64_t ring = 1;
+    while (ring < nblocks + 1)
+        ring <<= 1;
+    p->ring = calloc(ring, sizeof *p->ring);
+    p->jobs = calloc(nblocks, sizeof *p->jobs);
+    p->workers = calloc((size_t)p->nworkers + 1, sizeof *p->workers);
+    if (!p->ring || !p->jobs || !p->workers)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "buffer: slot table");
+    p->mask = ring - 1;
+    return 0;
+}
+
 int pipeline_create(const struct weir_options *o, struct weir_log *log,
                     struct pipeline **out, struct weir_error *err)
 {
     struct pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "pipeline");
+    *out = p;
     p->o = o;
     p->log = log;
     p->main_thread = pthread_self();
     sync_mutex_init(&p->lock);
     sync_cond_init(&p->data_cv);
     sync_cond_init(&p->space_cv);
+    sync_cond_init(&p->job_cv);
     atomic_init(&p->stop, false);
     endpoint_none(&p->in_ep);
     p->listener.fd = -1;
     p->empty_since = -1;
     p->gate_open = o->start_write_pct == 0;
+    p->encode = o->compress;
+    p->may_decode = o->decode || (o->listen && !o->raw);
     ratelimit_init(&p->read_rl, o->read_rate);
-    *out = p;
-    if (pool_init(&p->pool, (size_t)o->block, (uint32_t)o->nblocks, err))
-        return -1;
-    p->capacity = (uint64_t)o->block * o->nblocks;
-    uint64_t ring = 1;
-    while (ring < o->nblocks + 1)
-        ring <<= 1;
-    p->ring = calloc(ring, sizeof *p->ring);
-    if (!p->ring)
-        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "buffer: slot table");
-    p->mask = ring - 1;
-    if (open_outputs(p, err))
+    if (plan_buffer(p, err) || open_outputs(p, err))
         return -1;
     if (o->listen) {
         if (tcp_listen(o, &p->listener, err))
@@ -624,6 +370,8 @@ void pipeline_destroy(struct pipeline *p)
         endpoint_close(&p->out[i].ep, WEIR_EXIT_OUTPUT, &ignored);
     pool_destroy(&p->pool);
     free(p->ring);
+    free(p->jobs);
+    free(p->workers);
     free(p);
 }
 
@@ -635,25 +383,34 @@ static void pipeline_snapshot(struct pipeline *p, struct stats_snapshot *s)
     sync_lock(&p->lock);
     double now = clock_now();
     s->elapsed = p->t_start > 0 ? now - p->t_start : 0;
-    s->in_bytes = p->in_bytes;
+    s->in_bytes = atomic_load(&p->in_bytes);
     s->out_bytes = p->min_out;
-    s->data_bytes = p->in_bytes;
-    s->held = p->in_bytes - p->min_out;
-    s->capacity = p->capacity;
+    s->data_bytes = p->data_bytes;
+    s->transform = p->encode || p->decoding;
+    s->wire_bytes = p->encode ? p->queued_bytes : p->decoding ? s->in_bytes : 0;
+    s->held = (uint64_t)(p->pool.nblocks - p->pool.nfree) * p->pool.block_size;
+    s->capacity = (uint64_t)p->pool.nblocks * p->pool.block_size;
     s->t_empty = p->t_empty + (p->empty_since >= 0 ? now - p->empty_since : 0);
     s->t_full = p->t_full;
     s->expect = p->o->expect_size;
+    s->t_input_end = p->t_input_end > 0 ? p->t_input_end - p->t_start : 0;
     sync_unlock(&p->lock);
 }
 
 static void start_threads(struct pipeline *p)
 {
     sync_lock(&p->lock);
-    p->running = 1 + p->nout;
+    p->running = 1 + p->nout + p->nworkers;
     p->reader_running = true;
     for (int i = 0; i < p->nout; i++)
         p->out[i].running = true;
+    for (int i = 0; i < p->nworkers; i++) {
+        p->workers[i].p = p;
+        p->workers[i].running = true;
+    }
     sync_unlock(&p->lock);
+    for (int i = 0; i < p->nworkers; i++)
+        sync_create(&p->workers[i].thread, worker_main, &p->workers[i]);
     sync_create(&p->reader, reader_main, p);
     for (int i = 0; i < p->nout; i++)
         sync_create(&p->out[i].thread, writer_main, &p->out[i]);
@@ -665,9 +422,12 @@ static void kick_threads(struct pipeline *p)
     sync_lock(&p->lock);
     if (p->reader_running)
         pthread_kill(p->reader, WAKE_SIGNAL);
-    for (int i = 0; i < p->nout; i++)
+    for (int i = 0; i < p->nout; i++) {
         if (p->out[i].running)
             pthread_kill(p->out[i].thread, WAKE_SIGNAL);
+        if (p->out[i].bc_running)
+            pthread_kill(p->out[i].backchannel, WAKE_SIGNAL);
+    }
     sync_unlock(&p->lock);
 }
 
@@ -687,7 +447,7 @@ struct status_state {
 static void draw_status(struct pipeline *p, struct status_state *st, bool whole_line)
 {
     struct stats_snapshot now;
-    char line[256];
+    char line[320];
     pipeline_snapshot(p, &now);
     stats_status_line(&st->prev, &now, line, sizeof line);
     if (whole_line)
@@ -695,6 +455,17 @@ static void draw_status(struct pipeline *p, struct status_state *st, bool whole_
     else
         log_status(p->log, line);
     st->prev = now;
+}
+
+static int sigset_of_main(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+    sigaddset(set, WAKE_SIGNAL);
+    return 0;
 }
 
 /* Wait for signals and thread ends until every thread has returned. */
@@ -705,12 +476,7 @@ static void main_loop(struct pipeline *p)
     struct status_state st = {.next = clock_now() + interval};
     double last_kick = 0;
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, WAKE_SIGNAL);
+    sigset_of_main(&set);
     pipeline_snapshot(p, &st.prev);
     for (;;) {
         sync_lock(&p->lock);
@@ -743,13 +509,46 @@ static void main_loop(struct pipeline *p)
     }
 }
 
+/* Tell a weir sender how it ended, then read what it still sends (so that
+ * closing does not reset the connection under the answer) until it closes. */
+static void answer_sender(struct pipeline *p)
+{
+    unsigned char rec[CODEC_STATUS_FIXED + CODEC_STATUS_MAX];
+    int code = p->failed ? p->first.status : 0;
+    size_t n = codec_status(rec, code, p->data_bytes, p->failed ? p->first.msg : NULL);
+    int fd = p->in_ep.fd;
+    atomic_bool never = false;
+    if (io_write_all(fd, rec, n, 10000, &never) != 0) {
+        if (!p->failed)
+            log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s",
+                    p->in_ep.name, strerror(errno));
+        return;
+    }
+    if (shutdown(fd, SHUT_WR) != 0)
+        return;
+    double deadline = clock_now() + DRAIN_SECS;
+    unsigned char sink[16384];
+    for (;;) {
+        double left = deadline - clock_now();
+        if (left <= 0)
+            return;
+        ssize_t r = io_read(fd, sink, sizeof sink, (int)(left * 1000) + 1, &never);
+        if (r <= 0)
+            return;
+    }
+}
+
 int pipeline_run(struct pipeline *p)
 {
     start_threads(p);
     main_loop(p);
     sync_join(p->reader);
+    for (int i = 0; i < p->nworkers; i++)
+        sync_join(p->workers[i].thread);
     for (int i = 0; i < p->nout; i++)
         sync_join(p->out[i].thread);
+    if (p->answer_sender && p->in_ep.fd >= 0)
+        answer_sender(p);
     struct stats_snapshot s;
     pipeline_snapshot(p, &s);
     log_status_end(p->log);

@@ -79,11 +79,12 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
 
 static const char *verdict(const struct stats_snapshot *s, double empty, double full)
 {
-    (void)s;
     if (empty >= 0.5)
         return "input was the bottleneck";
     if (full >= 0.5)
         return "output was the bottleneck";
+    if (s->t_input_end > 0 && s->t_input_end < 0.8 * s->elapsed)
+        return "output was the slower side; the buffer absorbed the difference";
     if (empty + full < 0.2)
         return "input and output kept pace with each other";
     return empty > full ? "input was the slower side" : "output was the slower side";

@@ -29,6 +29,7 @@ struct stats_snapshot {
     double t_empty;        /* seconds the buffer was empty (input side slower) */
     double t_full;         /* seconds the reader waited for space (output slower) */
     uint64_t expect;       /* --size, or 0 */
+    double t_input_end;    /* seconds from start to the end of input, or 0 */
 };
 
 /* "1.50 GiB", "512 B" */

@@ -1,0 +1,102 @@
+/*
+ * codec.h - the pieces of a weir stream: records, LZ4 frames, checksums.
+ *
+ * Contract: pure functions over caller-owned memory.  No I/O, no locks, no
+ * allocation; any thread may call them.  doc/stream-format.md is the
+ * normative description of what they produce; in short:
+ *
+ *   stream  = header-record { block-frame block-record } trailer-record
+ *   block-frame  = one LZ4 frame holding exactly one independent block
+ *                  (stored raw when compression does not pay) and an EndMark
+ *   *-record     = an LZ4 skippable frame, magic 0x184D2A57, whose payload
+ *                  starts with a type byte: 'H' header, 'B' block checksum,
+ *                  'T' trailer, 'S' receiver status, 'A' sender abort
+ *
+ * All integers are little-endian.  Each block's checksum is XXH3-64 of its
+ * raw data seeded with its sequence number; the trailer carries the byte
+ * count, the block count and a chain hash over all block checksums, so a
+ * dropped, duplicated, reordered, truncated or altered block is caught.
+ */
+#ifndef WEIR_CODEC_H
+#define WEIR_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CODEC_LZ4_MAGIC 0x184D2204u
+#define CODEC_SKIP_MAGIC_MIN 0x184D2A50u
+#define CODEC_SKIP_MAGIC_MAX 0x184D2A5Fu
+#define CODEC_WEIR_MAGIC 0x184D2A57u
+#define CODEC_VERSION 1
+#define CODEC_BLOCK_MAX (4u << 20)    /* the largest LZ4 frame block */
+
+#define CODEC_HEADER_SIZE 24          /* 8 + 16 */
+#define CODEC_FRAME_PREFIX 11         /* magic, FLG, BD, HC, block size */
+#define CODEC_FRAME_SUFFIX 36         /* EndMark + 'B' record (8 + 24) */
+#define CODEC_BLOCK_OVERHEAD (CODEC_FRAME_PREFIX + CODEC_FRAME_SUFFIX)
+#define CODEC_TRAILER_SIZE 40         /* 8 + 32 */
+#define CODEC_STATUS_MAX 400          /* longest status message */
+#define CODEC_STATUS_FIXED 24         /* 8 + type, code, pad, len, bytes */
+
+#define CODEC_HEADER_COMPRESSED 0x01  /* header flag: blocks may be LZ4-compressed */
+
+static inline void codec_put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+
+static inline void codec_put64(unsigned char *p, uint64_t v)
+{
+    codec_put32(p, (uint32_t)v);
+    codec_put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint32_t codec_get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t codec_get64(const unsigned char *p)
+{
+    return (uint64_t)codec_get32(p) | (uint64_t)codec_get32(p + 4) << 32;
+}
+
+/* The LZ4 block-maximum code (4..7) for blocks of at most block_max bytes. */
+unsigned codec_bd_code(uint32_t block_max);
+uint32_t codec_bd_size(unsigned code);
+
+/* Header record; returns CODEC_HEADER_SIZE. */
+size_t codec_header(unsigned char *dst, uint32_t block_max, unsigned flags);
+/* Frame header and block size word for one block of wire_len payload bytes. */
+size_t codec_frame_prefix(unsigned char *dst, uint32_t block_max, uint32_t wire_len,
+                          bool stored);
+/* EndMark and 'B' record. */
+size_t codec_frame_suffix(unsigned char *dst, uint64_t seq, uint32_t raw_len, uint64_t hash);
+size_t codec_trailer(unsigned char *dst, uint64_t total, uint64_t nblocks, uint64_t chain);
+/* 'S' record: code 0 is success; msg may be NULL.  dst holds
+ * CODEC_STATUS_FIXED + CODEC_STATUS_MAX bytes. */
+size_t codec_status(unsigned char *dst, int code, uint64_t bytes, const char *msg);
+/* 'A' record from a sender that gives up; same layout as 'S'. */
+size_t codec_abort(unsigned char *dst, int code, const char *msg);
+
+/* The checksum of one block's raw data. */
+uint64_t codec_block_hash(const void *data, size_t len, uint64_t seq);
+/* The trailer's chain: fold one block into it (chain starts at 0). */
+uint64_t codec_chain(uint64_t chain, uint64_t block_hash, uint32_t raw_len);
+
+/* Encode one block (frame + record) into dst, which must hold
+ * len + CODEC_BLOCK_OVERHEAD bytes; len <= block_max <= CODEC_BLOCK_MAX.
+ * level 0 stores raw, 1-2 is fast LZ4, 3-12 LZ4HC.  Stores raw whenever
+ * compression does not save space.  Returns bytes written; *hash gets the
+ * block checksum. */
+size_t codec_encode_block(const unsigned char *src, size_t len, unsigned char *dst,
+                          int level, uint64_t seq, uint32_t block_max, uint64_t *hash);
+
+/* Decode one block payload.  Returns the raw length, or -1 if the payload is
+ * not valid LZ4 or does not fit in cap. */
+long codec_decode_block(const unsigned char *src, size_t wire_len, bool stored,
+                        unsigned char *dst, size_t cap);
+
+#endif

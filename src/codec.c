@@ -1,0 +1,150 @@
+/* codec.c - see include/weir/codec.h and doc/stream-format.md. */
+#include "weir/codec.h"
+
+#include <lz4.h>
+#include <lz4hc.h>
+#include <string.h>
+#include <xxhash.h>
+
+unsigned codec_bd_code(uint32_t block_max)
+{
+    if (block_max <= (64u << 10))
+        return 4;
+    if (block_max <= (256u << 10))
+        return 5;
+    if (block_max <= (1u << 20))
+        return 6;
+    return 7;
+}
+
+uint32_t codec_bd_size(unsigned code)
+{
+    return code >= 4 && code <= 7 ? 1u << (8 + 2 * code) : 0;
+}
+
+static size_t record_start(unsigned char *dst, uint32_t payload, unsigned char type)
+{
+    codec_put32(dst, CODEC_WEIR_MAGIC);
+    codec_put32(dst + 4, payload);
+    memset(dst + 8, 0, payload);
+    dst[8] = type;
+    return 8;
+}
+
+size_t codec_header(unsigned char *dst, uint32_t block_max, unsigned flags)
+{
+    record_start(dst, 16, 'H');
+    memcpy(dst + 9, "WEIR", 4);
+    dst[13] = CODEC_VERSION;
+    dst[14] = (unsigned char)flags;
+    codec_put32(dst + 16, block_max);
+    return CODEC_HEADER_SIZE;
+}
+
+size_t codec_frame_prefix(unsigned char *dst, uint32_t block_max, uint32_t wire_len,
+                          bool stored)
+{
+    codec_put32(dst, CODEC_LZ4_MAGIC);
+    dst[4] = 0x60;   /* version 01, independent blocks, no checksums, no size */
+    dst[5] = (unsigned char)(codec_bd_code(block_max) << 4);
+    dst[6] = (unsigned char)((XXH32(dst + 4, 2, 0) >> 8) & 0xFF);
+    codec_put32(dst + 7, wire_len | (stored ? 0x80000000u : 0));
+    return CODEC_FRAME_PREFIX;
+}
+
+size_t codec_frame_suffix(unsigned char *dst, uint64_t seq, uint32_t raw_len, uint64_t hash)
+{
+    codec_put32(dst, 0);   /* EndMark */
+    record_start(dst + 4, 24, 'B');
+    codec_put32(dst + 4 + 12, raw_len);
+    codec_put64(dst + 4 + 16, seq);
+    codec_put64(dst + 4 + 24, hash);
+    return CODEC_FRAME_SUFFIX;
+}
+
+size_t codec_trailer(unsigned char *dst, uint64_t total, uint64_t nblocks, uint64_t chain)
+{
+    record_start(dst, 32, 'T');
+    codec_put64(dst + 16, total);
+    codec_put64(dst + 24, nblocks);
+    codec_put64(dst + 32, chain);
+    return CODEC_TRAILER_SIZE;
+}
+
+static size_t message_record(unsigned char *dst, unsigned char type, int code,
+                             uint64_t bytes, const char *msg)
+{
+    size_t len = msg ? strlen(msg) : 0;
+    if (len > CODEC_STATUS_MAX)
+        len = CODEC_STATUS_MAX;
+    record_start(dst, (uint32_t)(16 + len), type);
+    dst[9] = (unsigned char)code;
+    codec_put32(dst + 12, (uint32_t)len);
+    codec_put64(dst + 16, bytes);
+    if (len)
+        memcpy(dst + 24, msg, len);
+    return CODEC_STATUS_FIXED + len;
+}
+
+size_t codec_status(unsigned char *dst, int code, uint64_t bytes, const char *msg)
+{
+    return message_record(dst, 'S', code, bytes, msg);
+}
+
+size_t codec_abort(unsigned char *dst, int code, const char *msg)
+{
+    return message_record(dst, 'A', code, 0, msg);
+}
+
+uint64_t codec_block_hash(const void *data, size_t len, uint64_t seq)
+{
+    return XXH3_64bits_withSeed(data, len, seq);
+}
+
+uint64_t codec_chain(uint64_t chain, uint64_t block_hash, uint32_t raw_len)
+{
+    unsigned char buf[20];
+    codec_put64(buf, chain);
+    codec_put64(buf + 8, block_hash);
+    codec_put32(buf + 16, raw_len);
+    return XXH3_64bits(buf, sizeof buf);
+}
+
+size_t codec_encode_block(const unsigned char *src, size_t len, unsigned char *dst,
+                          int level, uint64_t seq, uint32_t block_max, uint64_t *hash)
+{
+    unsigned char *payload = dst + CODEC_FRAME_PREFIX;
+    int clen = 0;
+    if (level > 0 && len > 0) {
+        /* a result that does not save anything is stored raw instead */
+        int cap = (int)len - 1;
+        if (level >= 3)
+            clen = LZ4_compress_HC((const char *)src, (char *)payload, (int)len, cap, level);
+        else
+            clen = LZ4_compress_default((const char *)src, (char *)payload, (int)len, cap);
+    }
+    bool stored = clen <= 0;
+    if (stored) {
+        memcpy(payload, src, len);
+        clen = (int)len;
+    }
+    codec_frame_prefix(dst, block_max, (uint32_t)clen, stored);
+    *hash = codec_block_hash(src, len, seq);
+    codec_frame_suffix(payload + clen, seq, (uint32_t)len, *hash);
+    return CODEC_BLOCK_OVERHEAD + (size_t)clen;
+}
+
+long codec_decode_block(const unsigned char *src, size_t wire_len, bool stored,
+                        unsigned char *dst, size_t cap)
+{
+    if (stored) {
+        if (wire_len > cap)
+            return -1;
+        memcpy(dst, src, wire_len);
+        return (long)wire_len;
+    }
+    if (wire_len > (size_t)LZ4_MAX_INPUT_SIZE || cap > (size_t)INT32_MAX)
+        return -1;
+    int n = LZ4_decompress_safe((const char *)src, (char *)dst, (int)wire_len, (int)cap);
+    return n < 0 ? -1 : (long)n;
+}

@@ -1,0 +1,422 @@
+/* stream.c - see include/weir/stream.h and doc/stream-format.md. */
+#include "weir/stream.h"
+
+#include <errno.h>
+#include <lz4frame.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "weir/codec.h"
+
+#define STAGE_SIZE (256u << 10)
+
+int stream_init(struct stream_decoder *d, const struct stream_source *src,
+                struct weir_error *err)
+{
+    memset(d, 0, sizeof *d);
+    d->src = *src;
+    d->cap = STAGE_SIZE;
+    d->stage = malloc(d->cap);
+    if (!d->stage)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "%s: decoder", src->name);
+    return 0;
+}
+
+void stream_free(struct stream_decoder *d)
+{
+    free(d->stage);
+    d->stage = NULL;
+    if (d->lz4)
+        LZ4F_freeDecompressionContext(d->lz4);
+    d->lz4 = NULL;
+}
+
+static int corrupt(struct stream_decoder *d, struct weir_error *err, uint64_t at,
+                   const char *what)
+{
+    return error_set(err, WEIR_EXIT_INTEGRITY, "%s: %s at byte %llu", d->src.name, what,
+                     (unsigned long long)at);
+}
+
+/* Read more into the stage; 1 read, 0 end of input, -1 error. */
+static int fill(struct stream_decoder *d, struct weir_error *err)
+{
+    if (d->eof)
+        return 0;
+    if (d->pos > 0 && d->pos == d->end) {
+        d->pos = d->end = 0;
+    } else if (d->pos > 0 && d->end == d->cap) {
+        memmove(d->stage, d->stage + d->pos, d->end - d->pos);
+        d->end -= d->pos;
+        d->pos = 0;
+    }
+    ssize_t n = d->src.read(d->src.ctx, d->stage + d->end, d->cap - d->end);
+    if (n < 0)
+        return error_sys(err, d->src.error_status, errno, "%s: read", d->src.name);
+    if (n == 0) {
+        d->eof = true;
+        return 0;
+    }
+    d->end += (size_t)n;
+    return 1;
+}
+
+/* Make n bytes available at stage[pos]; 1 ok, 0 fewer remain, -1 error. */
+static int need(struct stream_decoder *d, size_t n, struct weir_error *err)
+{
+    while (d->end - d->pos < n) {
+        int r = fill(d, err);
+        if (r <= 0)
+            return r;
+    }
+    return 1;
+}
+
+static void consume(struct stream_decoder *d, size_t n)
+{
+    d->pos += n;
+    d->offset += n;
+}
+
+static bool is_weir_record(const unsigned char *p)
+{
+    return codec_get32(p) == CODEC_WEIR_MAGIC;
+}
+
+int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
+                 struct weir_error *err)
+{
+    static const unsigned char weir[4] = {0x57, 0x2A, 0x4D, 0x18};
+    /* read only while the bytes so far could still be a weir or LZ4 magic,
+     * so a raw sender's first byte is passed on at once */
+    for (;;) {
+        size_t have = d->end - d->pos;
+        bool maybe_weir = memcmp(d->stage + d->pos, weir, have < 4 ? have : 4) == 0;
+        bool maybe_lz4 = allow_lz4 && (have < 1 || d->stage[d->pos] == 0x04 ||
+                                       (d->stage[d->pos] & 0xF0) == 0x50);
+        if (have >= 4 || !(maybe_weir || maybe_lz4))
+            break;
+        int r = fill(d, err);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+    }
+    size_t have = d->end - d->pos;
+    if (have >= 4 && is_weir_record(d->stage + d->pos)) {
+        d->kind = STREAM_WEIR;
+        return 0;
+    }
+    if (allow_lz4 && have >= 4) {
+        uint32_t magic = codec_get32(d->stage + d->pos);
+        if (magic == CODEC_LZ4_MAGIC ||
+            (magic >= CODEC_SKIP_MAGIC_MIN && magic <= CODEC_SKIP_MAGIC_MAX)) {
+            LZ4F_dctx *ctx;
+            if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION)))
+                return error_set(err, WEIR_EXIT_INTERNAL, "%s: LZ4 decoder", d->src.name);
+            d->lz4 = ctx;
+            d->kind = STREAM_LZ4;
+            return 0;
+        }
+    }
+    if (allow_raw) {
+        d->kind = STREAM_RAW;
+        return 0;
+    }
+    if (have == 0)
+        return error_set(err, WEIR_EXIT_INTEGRITY, "%s: empty input: no weir stream",
+                         d->src.name);
+    return corrupt(d, err, d->offset,
+                   allow_lz4 ? "not a weir stream or LZ4 data" : "not a weir stream");
+}
+
+size_t stream_take_staged(struct stream_decoder *d, void *dst, size_t cap)
+{
+    size_t n = d->end - d->pos;
+    if (n > cap)
+        n = cap;
+    memcpy(dst, d->stage + d->pos, n);
+    consume(d, n);
+    return n;
+}
+
+static int truncated(struct stream_decoder *d, struct weir_error *err, const char *where)
+{
+    uint64_t at = d->offset + (d->end - d->pos);
+    return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated weir stream at byte %llu (%s)",
+                     d->src.name, (unsigned long long)at, where);
+}
+
+/* Read a record's 8-byte frame header and payload into the stage. */
+static int read_record(struct stream_decoder *d, uint32_t *len, const char *where,
+                       struct weir_error *err)
+{
+    int r = need(d, 8, err);
+    if (r <= 0)
+        return r < 0 ? -1 : truncated(d, err, where);
+    *len = codec_get32(d->stage + d->pos + 4);
+    if (*len < 16 || *len > 16 + CODEC_STATUS_MAX)
+        return corrupt(d, err, d->offset, "malformed weir record (bad length)");
+    r = need(d, 8 + *len, err);
+    if (r <= 0)
+        return r < 0 ? -1 : truncated(d, err, where);
+    return 0;
+}
+
+static int parse_header(struct stream_decoder *d, struct weir_error *err)
+{
+    uint32_t len;
+    if (read_record(d, &len, "inside the header", err))
+        return -1;
+    const unsigned char *p = d->stage + d->pos;
+    if (len != 16 || p[8] != 'H' || memcmp(p + 9, "WEIR", 4) != 0)
+        return corrupt(d, err, d->offset, "malformed weir header");
+    if (p[13] != CODEC_VERSION) {
+        char what[80];
+        snprintf(what, sizeof what, "unsupported weir stream version %u (this weir reads %u)",
+                 p[13], CODEC_VERSION);
+        return corrupt(d, err, d->offset, what);
+    }
+    uint32_t block_max = codec_get32(p + 16);
+    if (block_max == 0 || block_max > CODEC_BLOCK_MAX)
+        return corrupt(d, err, d->offset, "malformed weir header (block size)");
+    d->block_max = block_max;
+    d->in_stream = true;
+    d->seq = d->total = d->chain = 0;
+    d->streams++;
+    consume(d, 8 + len);
+    return 0;
+}
+
+static int parse_trailer(struct stream_decoder *d, uint32_t len, struct weir_error *err)
+{
+    const unsigned char *p = d->stage + d->pos;
+    if (len != 32)
+        return corrupt(d, err, d->offset, "malformed weir trailer");
+    uint64_t total = codec_get64(p + 16), nblocks = codec_get64(p + 24);
+    uint64_t chain = codec_get64(p + 32);
+    if (total != d->total || nblocks != d->seq || chain != d->chain) {
+        char what[160];
+        snprintf(what, sizeof what,
+                 "trailer does not match the data (it says %llu bytes in %llu blocks, "
+                 "%llu bytes in %llu blocks arrived)",
+                 (unsigned long long)total, (unsigned long long)nblocks,
+                 (unsigned long long)d->total, (unsigned long long)d->seq);
+        return corrupt(d, err, d->offset, what);
+    }
+    consume(d, 8 + len);
+    d->in_stream = false;
+    return 0;
+}
+
+static int parse_abort(struct stream_decoder *d, uint32_t len, struct weir_error *err)
+{
+    const unsigned char *p = d->stage + d->pos;
+    uint32_t mlen = codec_get32(p + 12);
+    if (mlen > len - 16)
+        mlen = len - 16;
+    return error_set(err, WEIR_EXIT_INTEGRITY,
+                     "%s: the sender aborted the stream at byte %llu: %.*s", d->src.name,
+                     (unsigned long long)d->offset, (int)mlen, (const char *)p + 24);
+}
+
+/* A weir record where a block or the trailer may stand. 0: trailer read. */
+static int parse_record(struct stream_decoder *d, struct weir_error *err)
+{
+    uint32_t len;
+    if (read_record(d, &len, "inside a record", err))
+        return -1;
+    unsigned char type = d->stage[d->pos + 8];
+    if (type == 'T')
+        return parse_trailer(d, len, err);
+    if (type == 'A')
+        return parse_abort(d, len, err);
+    return corrupt(d, err, d->offset, "unexpected weir record");
+}
+
+static int parse_frame_start(struct stream_decoder *d, struct stream_block *b,
+                             struct weir_error *err)
+{
+    int r = need(d, CODEC_FRAME_PREFIX, err);
+    if (r <= 0)
+        return r < 0 ? -1 : truncated(d, err, "inside a block header");
+    const unsigned char *p = d->stage + d->pos;
+    if (p[4] != 0x60 || (p[5] & 0x8F) != 0)
+        return corrupt(d, err, d->offset, "unexpected LZ4 frame options in a weir stream");
+    unsigned code = p[5] >> 4;
+    if (code < 4 || ((XXH32(p + 4, 2, 0) >> 8) & 0xFF) != p[6])
+        return corrupt(d, err, d->offset, "corrupt LZ4 frame header");
+    uint32_t word = codec_get32(p + 7);
+    uint32_t size = word & 0x7FFFFFFFu;
+    uint32_t limit = codec_bd_size(code) < d->block_max ? codec_bd_size(code) : d->block_max;
+    if (size == 0)
+        return corrupt(d, err, d->offset, "empty block frame");
+    if (size > limit) {
+        char what[96];
+        snprintf(what, sizeof what, "block of %u bytes exceeds the maximum of %u", size,
+                 limit);
+        return corrupt(d, err, d->offset, what);
+    }
+    consume(d, CODEC_FRAME_PREFIX);
+    memset(b, 0, sizeof *b);
+    b->stored = (word & 0x80000000u) != 0;
+    b->wire_len = size;
+    b->wire_off = d->offset;
+    return 1;
+}
+
+/* At the end of a stream: the input must end, or another stream begin. */
+static int after_trailer(struct stream_decoder *d, struct weir_error *err)
+{
+    int r = need(d, 1, err);
+    if (r < 0)
+        return -1;
+    if (r == 0)
+        return 0;
+    r = need(d, 4, err);
+    if (r < 0)
+        return -1;
+    if (r == 0 || !is_weir_record(d->stage + d->pos))
+        return corrupt(d, err, d->offset, "junk after the end of the weir stream");
+    return 1;
+}
+
+int stream_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err)
+{
+    for (;;) {
+        if (!d->in_stream) {
+            if (d->streams > 0) {
+                int r = after_trailer(d, err);
+                if (r <= 0)
+                    return r;
+            }
+            if (parse_header(d, err))
+                return -1;
+            continue;
+        }
+        int r = need(d, 4, err);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            char where[96];
+            snprintf(where, sizeof where, "no trailer; %llu blocks, %llu bytes arrived",
+                     (unsigned long long)d->seq, (unsigned long long)d->total);
+            return truncated(d, err, where);
+        }
+        uint32_t magic = codec_get32(d->stage + d->pos);
+        if (magic == CODEC_LZ4_MAGIC)
+            return parse_frame_start(d, b, err);
+        if (magic != CODEC_WEIR_MAGIC)
+            return corrupt(d, err, d->offset, "corrupt weir stream: no frame starts here");
+        if (parse_record(d, err))
+            return -1;
+    }
+}
+
+int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_error *err)
+{
+    unsigned char *out = dst;
+    size_t staged = d->end - d->pos;
+    size_t take = staged < n ? staged : n;
+    memcpy(out, d->stage + d->pos, take);
+    consume(d, take);
+    out += take;
+    n -= take;
+    while (n > 0) {
+        /* large remainders go straight to the caller's memory */
+        if (d->eof)
+            return truncated(d, err, "inside a block");
+        ssize_t r = d->src.read(d->src.ctx, out, n);
+        if (r < 0)
+            return error_sys(err, d->src.error_status, errno, "%s: read", d->src.name);
+        if (r == 0) {
+            d->eof = true;
+            return truncated(d, err, "inside a block");
+        }
+        out += r;
+        n -= (size_t)r;
+        d->offset += (uint64_t)r;
+    }
+    return 0;
+}
+
+int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct weir_error *err)
+{
+    int r = need(d, 4, err);
+    if (r <= 0)
+        return r < 0 ? -1 : truncated(d, err, "after a block");
+    if (codec_get32(d->stage + d->pos) != 0)
+        return corrupt(d, err, d->offset, "block frame holds more than one block");
+    consume(d, 4);
+    uint32_t len;
+    if (read_record(d, &len, "inside a block checksum", err))
+        return -1;
+    const unsigned char *p = d->stage + d->pos;
+    if (!is_weir_record(p) || len != 24 || p[8] != 'B')
+        return corrupt(d, err, d->offset, "missing block checksum record");
+    b->raw_len = codec_get32(p + 12);
+    b->seq = codec_get64(p + 16);
+    b->hash = codec_get64(p + 24);
+    if (b->seq != d->seq) {
+        char what[96];
+        snprintf(what, sizeof what, "block %llu arrived where block %llu belongs",
+                 (unsigned long long)b->seq, (unsigned long long)d->seq);
+        return corrupt(d, err, b->wire_off, what);
+    }
+    if (b->raw_len > d->block_max || b->raw_len == 0 ||
+        (b->stored && b->raw_len != b->wire_len))
+        return corrupt(d, err, b->wire_off, "block record does not fit its block");
+    consume(d, 8 + len);
+    d->seq++;
+    d->total += b->raw_len;
+    d->chain = codec_chain(d->chain, b->hash, b->raw_len);
+    return 0;
+}
+
+int stream_verify_block(const struct stream_block *b, const void *data, long len,
+                        const char *name, struct weir_error *err)
+{
+    if (len < 0 || (uint64_t)len != b->raw_len)
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: block %llu at byte %llu does not decode (corrupt data)", name,
+                         (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+    if (codec_block_hash(data, (size_t)len, b->seq) != b->hash)
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: block %llu at byte %llu: checksum mismatch (corrupt data)",
+                         name, (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+    return 0;
+}
+
+int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
+                    struct weir_error *err)
+{
+    *n = 0;
+    for (;;) {
+        if (d->pos == d->end) {
+            int r = fill(d, err);
+            if (r < 0)
+                return -1;
+            if (r == 0) {
+                if (d->lz4_hint != 0)
+                    return error_set(err, WEIR_EXIT_INTEGRITY,
+                                     "%s: truncated LZ4 data at byte %llu", d->src.name,
+                                     (unsigned long long)d->offset);
+                return 0;
+            }
+        }
+        size_t out = cap, in = d->end - d->pos;
+        size_t hint = LZ4F_decompress(d->lz4, dst, &out, d->stage + d->pos, &in, NULL);
+        if (LZ4F_isError(hint))
+            return error_set(err, WEIR_EXIT_INTEGRITY, "%s: corrupt LZ4 data near byte %llu: %s",
+                             d->src.name, (unsigned long long)d->offset,
+                             LZ4F_getErrorName(hint));
+        consume(d, in);
+        d->lz4_hint = hint;
+        if (out > 0) {
+            *n = out;
+            return 0;
+        }
+    }
+}

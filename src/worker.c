@@ -1,0 +1,96 @@
+/*
+ * worker.c - the transform workers: LZ4 compression for -z, and decoding
+ * and verifying the compressed blocks of a weir stream.  See the essay at
+ * the top of pipeline.c.
+ *
+ * Jobs wait in a FIFO (p->jobs) guarded by p->lock.  A worker takes the
+ * oldest, takes the output block the job was promised, and does the work
+ * with the lock released.  Results land in the job's slot, which may be
+ * ahead of slots still being worked on; writers stop at p->ready, so order
+ * is kept without the workers waiting for each other.
+ */
+#include "pipeline_int.h"
+#include "weir/codec.h"
+#include "weir/sync.h"
+
+void job_queue_locked(struct pipeline *p, const struct job *j)
+{
+    p->jobs[p->job_tail % p->pool.nblocks] = *j;
+    p->job_tail++;
+    p->out_reserved++;
+    sync_signal(&p->job_cv);
+}
+
+/* Take the next job and its output block; false when there is no more work. */
+static bool worker_take(struct pipeline *p, struct job *j, uint32_t *out)
+{
+    sync_lock(&p->lock);
+    while (!atomic_load(&p->stop) && p->job_head == p->job_tail && !p->jobs_done)
+        sync_wait(&p->job_cv, &p->lock);
+    bool ok = !atomic_load(&p->stop) && p->job_head != p->job_tail;
+    if (ok) {
+        *j = p->jobs[p->job_head % p->pool.nblocks];
+        p->job_head++;
+        p->out_reserved--;
+        /* the reader kept this block free for us (reader_take_block) */
+        ok = pool_take_locked(&p->pool, out);
+        if (!ok) {
+            struct weir_error e;
+            error_set(&e, WEIR_EXIT_INTERNAL, "internal error: no block for a worker");
+            sync_unlock(&p->lock);
+            pipeline_fail(p, &e);
+            return false;
+        }
+    }
+    sync_unlock(&p->lock);
+    return ok;
+}
+
+static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out, size_t len,
+                          uint64_t raw, uint64_t hash)
+{
+    sync_lock(&p->lock);
+    pool_release_locked(&p->pool, j->src);
+    struct slot *s = &p->ring[j->seq & p->mask];
+    *s = (struct slot){.block = out, .present = true, .sealed = true, .len = len,
+                       .hash = hash, .raw_len = (uint32_t)raw};
+    p->queued_bytes += len;
+    if (!p->encode)
+        p->data_bytes += raw;
+    if (!p->gate_open) {
+        uint64_t used = p->pool.nblocks - p->pool.nfree;
+        if (used * 100 >= (uint64_t)p->pool.nblocks * (uint64_t)p->o->start_write_pct)
+            p->gate_open = true;
+    }
+    advance_ready_locked(p);
+    sync_unlock(&p->lock);
+}
+
+void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct pipeline *p = w->p;
+    thread_unblock_wake();
+    struct job j;
+    uint32_t out;
+    while (worker_take(p, &j, &out)) {
+        const unsigned char *src = pool_data(&p->pool, j.src);
+        unsigned char *dst = pool_data(&p->pool, out);
+        if (p->encode) {
+            uint64_t hash;
+            size_t n = codec_encode_block(src, j.len, dst, p->o->level, j.blk.seq,
+                                          (uint32_t)p->unit, &hash);
+            worker_finish(p, &j, out, n, j.len, hash);
+            continue;
+        }
+        long n = codec_decode_block(src, j.len, j.blk.stored, dst, p->pool.block_size);
+        struct weir_error e;
+        if (stream_verify_block(&j.blk, dst, n, p->in_ep.name, &e)) {
+            pipeline_fail(p, &e);
+            break;
+        }
+        worker_finish(p, &j, out, (size_t)n, (uint64_t)n, 0);
+    }
+    thread_done(p, &w->running);
+    return NULL;
+}

@@ -1,0 +1,344 @@
+/*
+ * writer.c - one writer thread per output, and the back channel of an
+ * output that sends a weir stream over TCP.  See the essay at the top of
+ * pipeline.c.
+ *
+ * A writer connects (for -O), then copies published bytes from its cursor
+ * to its output.  A TCP output that is not --raw wraps raw data as a weir
+ * stream of stored blocks (FRAME_STORED): each write becomes one verified
+ * block, sent with writev() so the data is not copied.  With -z the buffer
+ * already holds a weir stream and is written as it is.  At the end a weir
+ * sender half-closes the connection and waits for the receiver's answer,
+ * which the back-channel thread reads; only a success answer makes the
+ * output complete.  That thread also hears an early failure while data is
+ * still flowing, and then stops this output at once.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "pipeline_int.h"
+#include "weir/codec.h"
+#include "weir/io.h"
+#include "weir/sync.h"
+
+/* The buffer ran dry for every live writer: the input sets the pace. */
+static void writer_wait_locked(struct pipeline *p, struct output *o)
+{
+    o->waiting = true;
+    int waiting = 0;
+    for (int i = 0; i < p->nout; i++)
+        waiting += !p->out[i].dead && p->out[i].waiting;
+    if (waiting == p->live && p->t_start > 0 && !p->input_done && p->empty_since < 0) {
+        p->empty_since = clock_now();
+        if (p->o->start_write_pct > 0 && p->ready == p->head && p->tail == p->head)
+            p->gate_open = false;   /* -P: fill to the mark again before writing */
+    }
+    sync_wait(&p->data_cv, &p->lock);
+    o->waiting = false;
+    if (p->empty_since >= 0) {
+        p->t_empty += clock_now() - p->empty_since;
+        p->empty_since = -1;
+    }
+}
+
+/* 1: (*src, *n) is data to write; 0: everything is written; -1: stopping. */
+static int writer_next(struct output *o, const unsigned char **src, size_t *n)
+{
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    int rc = -1;
+    while (!atomic_load(&o->halt)) {
+        if (o->seq < p->ready) {
+            struct slot *s = &p->ring[o->seq & p->mask];
+            if (s->len > o->off && p->gate_open) {
+                *src = pool_data(&p->pool, s->block) + o->off;
+                *n = s->len - o->off;
+                rc = 1;
+                break;
+            }
+            if (s->sealed && o->off == s->len) {
+                o->seq++;
+                o->off = 0;
+                release_locked(p);
+                continue;
+            }
+        } else if (p->input_done && o->seq == p->head) {
+            rc = 0;
+            break;
+        }
+        writer_wait_locked(p, o);
+    }
+    sync_unlock(&p->lock);
+    return rc;
+}
+
+static void writer_advance(struct output *o, size_t n)
+{
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    o->off += n;
+    o->bytes += n;
+    struct slot *s = &p->ring[o->seq & p->mask];
+    if (s->sealed && o->off == s->len) {
+        o->seq++;
+        o->off = 0;
+    }
+    release_locked(p);
+    sync_unlock(&p->lock);
+}
+
+static int write_error(struct output *o, struct weir_error *e, const char *what)
+{
+    int status = o->ep.is_socket ? WEIR_EXIT_NETWORK : WEIR_EXIT_OUTPUT;
+    if (errno == ECANCELED)
+        return -1;
+    if (errno == ETIMEDOUT)
+        error_set(e, status, "%s: no progress for %g s", o->ep.name, o->p->o->io_timeout);
+    else if (errno == EPIPE && !o->ep.is_socket)
+        error_set(e, status, "%s: %s: Broken pipe (the reader closed it early)", o->ep.name,
+                  what);
+    else
+        error_sys(e, status, errno, "%s: %s", o->ep.name, what);
+    return 1;
+}
+
+/* Send raw data as one stored block of a weir stream. */
+static ssize_t write_framed(struct output *o, const unsigned char *src, size_t n, int tmo)
+{
+    struct pipeline *p = o->p;
+    unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
+    if (n > p->wire_block_max)
+        n = p->wire_block_max;
+    uint64_t hash = codec_block_hash(src, n, o->frame_seq);
+    codec_frame_prefix(prefix, p->wire_block_max, (uint32_t)n, true);
+    codec_frame_suffix(suffix, o->frame_seq, (uint32_t)n, hash);
+    struct iovec iov[3] = {{prefix, sizeof prefix}, {(void *)src, n}, {suffix, sizeof suffix}};
+    if (io_writev_all(o->ep.fd, iov, 3, tmo, &o->halt))
+        return -1;
+    o->frame_seq++;
+    o->frame_total += n;
+    o->frame_chain = codec_chain(o->frame_chain, hash, (uint32_t)n);
+    return (ssize_t)n;
+}
+
+/* 0: every byte was written; 1: failed, *e says why; -1: stopped. */
+static int writer_loop(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    int tmo = io_timeout_ms(p, &o->ep);
+    for (;;) {
+        const unsigned char *src;
+        size_t n;
+        int r = writer_next(o, &src, &n);
+        if (r <= 0)
+            return r;
+        n = ratelimit_chunk(&o->rl, n);
+        ssize_t w = o->framing == FRAME_STORED ? write_framed(o, src, n, tmo)
+                                               : io_write(o->ep.fd, src, n, tmo, &o->halt);
+        if (w < 0)
+            return write_error(o, e, "write");
+        writer_advance(o, (size_t)w);
+        if (ratelimit_take(&o->rl, (size_t)w, &o->halt))
+            return -1;
+    }
+}
+
+/* ---- the receiver's answer ---------------------------------------------- */
+
+static int map_receiver_status(int code)
+{
+    /* its output failing or the data arriving corrupt keep their meaning;
+     * anything else is, from here, a failure of the far end */
+    return code == WEIR_EXIT_OUTPUT || code == WEIR_EXIT_INTEGRITY ? code : WEIR_EXIT_NETWORK;
+}
+
+/* Read one status record; 0 ok, -1 with *e set (or errno ECANCELED). */
+static int read_status(struct output *o, struct weir_error *e)
+{
+    unsigned char rec[CODEC_STATUS_FIXED + CODEC_STATUS_MAX];
+    ssize_t n = io_read_full(o->ep.fd, rec, 8, -1, &o->halt);
+    if (n == 8) {
+        uint32_t len = codec_get32(rec + 4);
+        if (codec_get32(rec) != CODEC_WEIR_MAGIC || len < 16 || len > 16 + CODEC_STATUS_MAX)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver answered with garbage",
+                             o->ep.name);
+        n = io_read_full(o->ep.fd, rec + 8, len, -1, &o->halt);
+        if (n == (ssize_t)len && rec[8] == 'S') {
+            uint32_t mlen = codec_get32(rec + 12);
+            if (mlen > len - 16)
+                mlen = len - 16;
+            sync_lock(&o->p->lock);
+            o->status_code = rec[9];
+            o->status_bytes = codec_get64(rec + 16);
+            memcpy(o->status_msg, rec + 24, mlen);
+            o->status_msg[mlen] = '\0';
+            o->status_received = true;
+            sync_broadcast(&o->p->data_cv);
+            sync_unlock(&o->p->lock);
+            return 0;
+        }
+        if (n == (ssize_t)len)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver answered with garbage",
+                             o->ep.name);
+    }
+    if (n < 0 && errno == ECANCELED)
+        return -1;
+    if (n < 0)
+        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: the receiver's answer",
+                         o->ep.name);
+    return error_set(e, WEIR_EXIT_NETWORK,
+                     "%s: the receiver closed the connection without an answer", o->ep.name);
+}
+
+void *backchannel_main(void *arg)
+{
+    struct output *o = arg;
+    struct pipeline *p = o->p;
+    struct weir_error e;
+    thread_unblock_wake();
+    int rc = read_status(o, &e);
+    if (rc == 0 && o->status_code != 0) {
+        error_set(&e, map_receiver_status(o->status_code), "receiver: %s", o->status_msg);
+        rc = -1;
+    } else if (rc != 0 && atomic_load(&o->halt)) {
+        rc = 0;   /* this side is stopping anyway */
+    }
+    if (rc != 0) {
+        output_fail(o, &e);
+        shutdown(o->ep.fd, SHUT_RDWR);   /* wakes the writer out of send() */
+    }
+    sync_lock(&p->lock);
+    o->bc_running = false;
+    sync_unlock(&p->lock);
+    return NULL;
+}
+
+static void start_backchannel(struct output *o)
+{
+    sync_lock(&o->p->lock);
+    o->bc_running = true;
+    sync_unlock(&o->p->lock);
+    sync_create(&o->backchannel, backchannel_main, o);
+    o->has_backchannel = true;
+}
+
+/* After the last byte: end the stream and wait for the receiver's verdict. */
+static int await_answer(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    if (shutdown(o->ep.fd, SHUT_WR) != 0)
+        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: shutdown", o->ep.name);
+    double limit = p->o->io_timeout > 0 ? p->o->io_timeout : 0;
+    struct timespec deadline = clock_deadline(limit);
+    sync_lock(&p->lock);
+    bool timed_out = false;
+    while (!o->status_received && !o->dead && !atomic_load(&o->halt) && !timed_out) {
+        if (limit > 0)
+            timed_out = !sync_wait_until(&p->data_cv, &p->lock, &deadline);
+        else
+            sync_wait(&p->data_cv, &p->lock);
+    }
+    bool ok = o->status_received && o->status_code == 0;
+    uint64_t acked = o->status_bytes;
+    sync_unlock(&p->lock);
+    if (timed_out)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver did not answer within %g s",
+                         o->ep.name, limit);
+    if (!ok)
+        return -1;   /* the back channel has reported it */
+    uint64_t sent = o->framing == FRAME_STORED ? o->frame_total : p->data_bytes;
+    if (acked != sent)
+        return error_set(e, WEIR_EXIT_NETWORK,
+                         "%s: the receiver confirmed %llu bytes, but %llu were sent",
+                         o->ep.name, (unsigned long long)acked, (unsigned long long)sent);
+    return 0;
+}
+
+static int writer_open(struct output *o, struct weir_error *e)
+{
+    if (o->spec->kind != OUTPUT_TCP)
+        return 0;   /* files were opened by pipeline_create */
+    if (tcp_connect(o->spec, o->p->o, &o->halt, o->p->log, &o->ep, e))
+        return atomic_load(&o->halt) ? -1 : 1;
+    if (o->expects_status)
+        start_backchannel(o);
+    if (o->framing == FRAME_STORED) {
+        unsigned char hdr[CODEC_HEADER_SIZE];
+        codec_header(hdr, o->p->wire_block_max, 0);
+        if (io_write_all(o->ep.fd, hdr, sizeof hdr, io_timeout_ms(o->p, &o->ep), &o->halt))
+            return write_error(o, e, "write");
+    }
+    return 0;
+}
+
+/* Finish a complete output: trailer, answer, close.  0, 1 with *e, or -1. */
+static int writer_end(struct output *o, struct weir_error *e)
+{
+    if (o->framing == FRAME_STORED) {
+        unsigned char tr[CODEC_TRAILER_SIZE];
+        codec_trailer(tr, o->frame_total, o->frame_seq, o->frame_chain);
+        if (io_write_all(o->ep.fd, tr, sizeof tr, io_timeout_ms(o->p, &o->ep), &o->halt))
+            return write_error(o, e, "write");
+    }
+    if (o->expects_status) {
+        int rc = await_answer(o, e);
+        if (rc)
+            return o->dead || atomic_load(&o->halt) ? -1 : 1;
+    } else if (o->ep.is_socket && shutdown(o->ep.fd, SHUT_WR) != 0) {
+        return write_error(o, e, "shutdown");
+    }
+    return 0;
+}
+
+/* An unfinished TCP stream must not look like a clean end to the peer. */
+static void writer_abort(struct output *o)
+{
+    if (o->ep.fd < 0 || !o->ep.is_socket)
+        return;
+    if (o->expects_status) {
+        unsigned char rec[CODEC_STATUS_FIXED + CODEC_STATUS_MAX];
+        struct pipeline *p = o->p;
+        sync_lock(&p->lock);
+        struct weir_error why = p->first;
+        bool failed = p->failed;
+        sync_unlock(&p->lock);
+        size_t n = codec_abort(rec, failed ? why.status : WEIR_EXIT_NETWORK,
+                               failed ? why.msg : "sender stopped");
+        if (send(o->ep.fd, rec, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+            /* best effort: the reset below tells the receiver anyway */
+        }
+    }
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(o->ep.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+}
+
+void *writer_main(void *arg)
+{
+    struct output *o = arg;
+    struct pipeline *p = o->p;
+    struct weir_error e;
+    thread_unblock_wake();
+    int rc = writer_open(o, &e);
+    if (rc == 0)
+        rc = writer_loop(o, &e);
+    if (rc == 0)
+        rc = writer_end(o, &e);
+    if (rc == 1)
+        output_fail(o, &e);
+    if (rc != 0)
+        writer_abort(o);
+    if (o->has_backchannel) {
+        if (o->ep.fd >= 0)
+            shutdown(o->ep.fd, SHUT_RDWR);   /* ends the back channel's read */
+        sync_join(o->backchannel);
+    }
+    int status = o->ep.is_socket ? WEIR_EXIT_NETWORK : WEIR_EXIT_OUTPUT;
+    if (endpoint_close(&o->ep, status, &e) && rc == 0)
+        output_fail(o, &e);
+    thread_done(p, &o->running);
+    return NULL;
+}
