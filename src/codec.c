@@ -101,6 +101,11 @@ uint64_t codec_block_hash(const void *data, size_t len, uint64_t seq)
     return XXH3_64bits_withSeed(data, len, seq);
 }
 
+uint64_t codec_chain_start(const unsigned char *header)
+{
+    return XXH3_64bits(header, CODEC_HEADER_SIZE);
+}
+
 uint64_t codec_chain(uint64_t chain, uint64_t block_hash, uint32_t raw_len)
 {
     unsigned char buf[20];

@@ -321,7 +321,7 @@ static int add_output(struct weir_options *o, int opt, const char *arg, struct w
 static int unsupported(int opt, struct weir_error *err)
 {
     const char *what = "tape volumes and autoloaders";
-    if (opt == 't')
+    if (opt == 't' || opt == 'T')
         what = "file-backed buffers";
     char name[16];
     if (opt == OPT_UNSUPPORTED_TAPE)
@@ -402,7 +402,7 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case 'd': o->decode = true; return 0;
     case 'T':
         if (arg[0] < '0' || arg[0] > '9')
-            return unsupported('t', err);   /* mbuffer's -T FILE */
+            return unsupported('T', err);   /* mbuffer's -T FILE */
         return parse_int("-T", arg, 1, 64, &o->threads, err);
     case 'h': o->help = true; return 0;
     case 'V': o->version = true; return 0;

@@ -55,6 +55,21 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
     return got;
 }
 
+/* Wait until every queued block has been decoded and verified. */
+static int source_settle(void *ctx)
+{
+    struct reader *r = ctx;
+    struct pipeline *p = r->p;
+    sync_lock(&p->lock);
+    while (p->ready != p->head && !atomic_load(&p->stop))
+        sync_wait(&p->space_cv, &p->lock);
+    bool stopped = atomic_load(&p->stop);
+    sync_unlock(&p->lock);
+    if (stopped)
+        errno = ECANCELED;
+    return stopped ? -1 : 0;
+}
+
 static void reader_fail(struct reader *r, struct weir_error *e)
 {
     struct pipeline *p = r->p;
@@ -210,6 +225,9 @@ static void compress_input(struct reader *r)
     struct weir_error e;
     unsigned char rec[CODEC_TRAILER_SIZE];
     codec_header(rec, (uint32_t)p->unit, CODEC_HEADER_COMPRESSED);
+    sync_lock(&p->lock);
+    p->chain = codec_chain_start(rec);
+    sync_unlock(&p->lock);
     if (!put_record(p, rec, CODEC_HEADER_SIZE))
         return;
     uint64_t nblocks = 0;
@@ -347,8 +365,8 @@ static void read_input(struct reader *r)
         return;
     }
     struct stream_decoder d;
-    struct stream_source src = {.read = source_read, .ctx = r, .error_status = r->status,
-                                .name = p->in_ep.name};
+    struct stream_source src = {.read = source_read, .settle = source_settle, .ctx = r,
+                                .error_status = r->status, .name = p->in_ep.name};
     struct weir_error e;
     if (stream_init(&d, &src, &e) || stream_sniff(&d, o->decode, !o->decode, &e)) {
         reader_fail(r, &e);

@@ -80,9 +80,25 @@ static void consume(struct stream_decoder *d, size_t n)
     d->offset += n;
 }
 
+/* Reserved bytes must be zero: then every byte of a stream is checked. */
+static bool all_zero(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
 static bool is_weir_record(const unsigned char *p)
 {
     return codec_get32(p) == CODEC_WEIR_MAGIC;
+}
+
+static int truncated(struct stream_decoder *d, struct weir_error *err, const char *where)
+{
+    uint64_t at = d->offset + (d->end - d->pos);
+    return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated weir stream at byte %llu (%s)",
+                     d->src.name, (unsigned long long)at, where);
 }
 
 int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
@@ -128,6 +144,8 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
     if (have == 0)
         return error_set(err, WEIR_EXIT_INTEGRITY, "%s: empty input: no weir stream",
                          d->src.name);
+    if (have < 4 && memcmp(d->stage + d->pos, weir, have) == 0)
+        return truncated(d, err, "inside the header");
     return corrupt(d, err, d->offset,
                    allow_lz4 ? "not a weir stream or LZ4 data" : "not a weir stream");
 }
@@ -140,13 +158,6 @@ size_t stream_take_staged(struct stream_decoder *d, void *dst, size_t cap)
     memcpy(dst, d->stage + d->pos, n);
     consume(d, n);
     return n;
-}
-
-static int truncated(struct stream_decoder *d, struct weir_error *err, const char *where)
-{
-    uint64_t at = d->offset + (d->end - d->pos);
-    return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated weir stream at byte %llu (%s)",
-                     d->src.name, (unsigned long long)at, where);
 }
 
 /* Read a record's 8-byte frame header and payload into the stage. */
@@ -180,11 +191,14 @@ static int parse_header(struct stream_decoder *d, struct weir_error *err)
         return corrupt(d, err, d->offset, what);
     }
     uint32_t block_max = codec_get32(p + 16);
+    if ((p[14] & ~CODEC_HEADER_COMPRESSED) || p[15] || !all_zero(p + 20, 4))
+        return corrupt(d, err, d->offset, "malformed weir header (reserved bits set)");
     if (block_max == 0 || block_max > CODEC_BLOCK_MAX)
         return corrupt(d, err, d->offset, "malformed weir header (block size)");
     d->block_max = block_max;
     d->in_stream = true;
-    d->seq = d->total = d->chain = 0;
+    d->seq = d->total = 0;
+    d->chain = codec_chain_start(p);
     d->streams++;
     consume(d, 8 + len);
     return 0;
@@ -193,10 +207,12 @@ static int parse_header(struct stream_decoder *d, struct weir_error *err)
 static int parse_trailer(struct stream_decoder *d, uint32_t len, struct weir_error *err)
 {
     const unsigned char *p = d->stage + d->pos;
-    if (len != 32)
+    if (len != 32 || !all_zero(p + 9, 7))
         return corrupt(d, err, d->offset, "malformed weir trailer");
     uint64_t total = codec_get64(p + 16), nblocks = codec_get64(p + 24);
     uint64_t chain = codec_get64(p + 32);
+    if (d->src.settle && d->src.settle(d->src.ctx))
+        return error_sys(err, d->src.error_status, errno, "%s", d->src.name);
     if (total != d->total || nblocks != d->seq || chain != d->chain) {
         char what[160];
         snprintf(what, sizeof what,
@@ -243,7 +259,7 @@ static int parse_frame_start(struct stream_decoder *d, struct stream_block *b,
     if (r <= 0)
         return r < 0 ? -1 : truncated(d, err, "inside a block header");
     const unsigned char *p = d->stage + d->pos;
-    if (p[4] != 0x60 || (p[5] & 0x8F) != 0)
+    if (p[4] != 0x60 || (p[5] & 0x8F) != 0 || p[5] < 0x40)
         return corrupt(d, err, d->offset, "unexpected LZ4 frame options in a weir stream");
     unsigned code = p[5] >> 4;
     if (code < 4 || ((XXH32(p + 4, 2, 0) >> 8) & 0xFF) != p[6])
@@ -354,7 +370,7 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
     if (read_record(d, &len, "inside a block checksum", err))
         return -1;
     const unsigned char *p = d->stage + d->pos;
-    if (!is_weir_record(p) || len != 24 || p[8] != 'B')
+    if (!is_weir_record(p) || len != 24 || p[8] != 'B' || !all_zero(p + 9, 3))
         return corrupt(d, err, d->offset, "missing block checksum record");
     b->raw_len = codec_get32(p + 12);
     b->seq = codec_get64(p + 16);

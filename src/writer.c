@@ -269,6 +269,7 @@ static int writer_open(struct output *o, struct weir_error *e)
     if (o->framing == FRAME_STORED) {
         unsigned char hdr[CODEC_HEADER_SIZE];
         codec_header(hdr, o->p->wire_block_max, 0);
+        o->frame_chain = codec_chain_start(hdr);
         if (io_write_all(o->ep.fd, hdr, sizeof hdr, io_timeout_ms(o->p, &o->ep), &o->halt))
             return write_error(o, e, "write");
     }

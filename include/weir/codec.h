@@ -83,7 +83,9 @@ size_t codec_abort(unsigned char *dst, int code, const char *msg);
 
 /* The checksum of one block's raw data. */
 uint64_t codec_block_hash(const void *data, size_t len, uint64_t seq);
-/* The trailer's chain: fold one block into it (chain starts at 0). */
+/* The trailer's chain starts from the header record's hash, so the trailer
+ * also vouches for the header; then each block is folded in. */
+uint64_t codec_chain_start(const unsigned char *header);
 uint64_t codec_chain(uint64_t chain, uint64_t block_hash, uint32_t raw_len);
 
 /* Encode one block (frame + record) into dst, which must hold

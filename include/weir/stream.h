@@ -32,6 +32,9 @@ struct stream_source {
     void *ctx;
     int error_status;     /* exit status for a read error */
     const char *name;     /* "input <stdin>", for messages */
+    /* Optional: called before the trailer is judged, so blocks still being
+     * verified elsewhere report first.  Returns -1 (errno set) to give up. */
+    int (*settle)(void *ctx);
 };
 
 enum stream_kind { STREAM_WEIR, STREAM_LZ4, STREAM_RAW };

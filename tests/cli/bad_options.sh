@@ -1,0 +1,57 @@
+#!/bin/bash
+# Purpose: bad options are rejected before any I/O with a precise message and exit 2;
+# mbuffer's tape and file-buffer options say "not supported".
+. "$(dirname "$0")/lib.sh"
+check() {   # check MESSAGE ARGS...
+    local msg=$1
+    shift
+    "$WEIR" "$@" </dev/null >"$TMP/out" 2>"$TMP/err"
+    local st=$?
+    [ "$st" -eq 2 ] || { cat "$TMP/err"; fail "weir $*: exit $st, want 2"; }
+    grep -qF -- "$msg" "$TMP/err" || { cat "$TMP/err"; fail "weir $*: no '$msg'"; }
+    [ -s "$TMP/out" ] && fail "weir $*: wrote to stdout"
+    ok "weir $* -> $msg"
+}
+check "unknown option '-x'" -x
+check "unknown option '--frobnicate'" --frobnicate
+check "option '-s' needs a value" -s
+check "-s: '12q' is not a valid size" -s 12q
+check "-m: '0': the buffer cannot be empty" -m 0
+check "-s: the block size is larger than the buffer" -m 1M -s 2M
+check "larger than physical memory" -m 100T
+check "-m: '150%' is not a percentage of memory" -m 150%
+check "-P: '101' is not a percentage" -P 101
+check "-p: 'x' is not a percentage" -p x
+check "-r: '0' is not a positive rate" -r 0
+check "-R: 'fast' is not a positive rate" -R fast
+check "-i and -I both name an input" -i /dev/null -I 0
+check "--bind needs -I" --bind 127.0.0.1
+check "-O: '127.0.0.1' needs HOST:PORT" -O 127.0.0.1
+check "-O: 'host:99999' has no valid port" -O host:99999
+check "cannot send to port 0" -O host:0
+check "write the IPv6 address in '::1:80' as [ADDRESS]:PORT" -O ::1:80
+check "-4 and -6 contradict each other" -4 -6
+check "-q and -v contradict each other" -q -v
+check "-z and -d contradict each other" -z -d
+check "--raw and -z contradict each other" --raw -z
+check "unexpected argument 'file'" file
+check "standard output is named more than once" -o - -o -
+check "-T: '0' is not a whole number from 1 to 64" -T 0
+check "--compress: '99' is not a whole number" --compress=99
+check "--connect-timeout needs -O" --connect-timeout 5
+check "--timeout: 'soon' is not a number of seconds" --timeout soon
+check "-b: '0' is not a positive number of blocks" -b 0
+check "-m, -s and -b together over-determine the buffer" -m 1M -s 1k -b 4
+check "-n: not supported: weir has no tape volumes" -n 2
+check "-A: not supported" -A cmd
+check "-a: not supported" -a 5
+check "-D: not supported" -D 1G
+check "--tapeaware: not supported" --tapeaware
+check "-t: not supported: weir has no file-backed buffers" -t
+check "-T: not supported: weir has no file-backed buffers" -T /tmp/buf
+check "--size: 'lots' is not a valid size" --size lots
+"$WEIR" -h >"$TMP/help" || fail "-h exited $?"
+has_msg "$TMP/help" "usage: weir" "-h prints usage on stdout"
+"$WEIR" --version >"$TMP/ver" || fail "--version exited $?"
+has_msg "$TMP/ver" "weir " "--version prints the version"
+done_testing

@@ -1,0 +1,111 @@
+# lib.sh - shared helpers for weir's command-line tests.  Source it first.
+#
+# Every check either passes (ok N - what) or ends the test with FAIL and a
+# non-zero status.  A test that ran no check fails too (done_testing).
+# Waits are bounded loops; nothing sleeps its way to green.
+set -u
+: "${WEIR:?WEIR must name the weir binary}"
+: "${TESTTOOL:?TESTTOOL must name the test tool}"
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/weir-test.XXXXXX")
+PIDS=()
+CHECKS=0
+
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { CHECKS=$((CHECKS + 1)); echo "ok $CHECKS - $*"; }
+done_testing() {
+    [ "$CHECKS" -gt 0 ] || fail "the test ran no checks"
+    echo "# $CHECKS checks passed"
+    exit 0
+}
+
+# gen FILE BYTES [random|zero|mixed|text]
+gen() {
+    local f=$1 n=$2 kind=${3:-random}
+    case $kind in
+    random) head -c "$n" /dev/urandom >"$f" ;;
+    zero) head -c "$n" /dev/zero >"$f" ;;
+    text) yes 'weir carries backups; every byte counts' | head -c "$n" >"$f" ;;
+    mixed)
+        { yes 'the quick brown fox 0123456789' | head -c $((n / 3))
+          head -c $((n / 3)) /dev/urandom
+          head -c $((n - 2 * (n / 3))) /dev/zero; } >"$f" ;;
+    esac
+    [ "$(stat -c %s "$f")" -eq "$n" ] || fail "gen $f: wrong size"
+}
+
+sum() { sha256sum <"$1" | cut -d' ' -f1; }
+
+# same A B LABEL: the two files have the same checksum
+same() {
+    [ -e "$2" ] || fail "$3: $2 was not written"
+    [ "$(sum "$1")" = "$(sum "$2")" ] || fail "$3: $2 differs from $1"
+    ok "$3"
+}
+
+# expect STATUS LABEL CMD...: run CMD (stderr to $TMP/err), check its status
+expect() {
+    local want=$1 label=$2
+    shift 2
+    "$@" 2>"$TMP/err"
+    local got=$?
+    [ "$got" -eq "$want" ] || { cat "$TMP/err" >&2; fail "$label: exit $got, want $want"; }
+    ok "$label (exit $want)"
+}
+
+# has_msg FILE TEXT LABEL: FILE contains TEXT
+has_msg() {
+    grep -qF -- "$2" "$1" || { echo "--- $1:" >&2; cat "$1" >&2; fail "$3: no '$2'"; }
+    ok "$3"
+}
+
+# wait_bounded PID SECS: wait for PID to exit, at most SECS; sets STATUS
+wait_bounded() {
+    local pid=$1 limit=$(($2 * 20)) i=0
+    while kill -0 "$pid" 2>/dev/null; do
+        i=$((i + 1))
+        if [ "$i" -gt "$limit" ]; then
+            kill -9 "$pid" 2>/dev/null
+            fail "process $pid still running after $2 s"
+        fi
+        sleep 0.05
+    done
+    wait "$pid"
+    STATUS=$?
+}
+
+# wait_for FILE TEXT SECS: wait until FILE contains TEXT
+wait_for() {
+    local limit=$(($3 * 20)) i=0
+    until grep -qF -- "$2" "$1" 2>/dev/null; do
+        i=$((i + 1))
+        [ "$i" -gt "$limit" ] && { cat "$1" >&2; fail "no '$2' in $1 after $3 s"; }
+        sleep 0.05
+    done
+}
+
+# listen OUT ERR ARGS...: start weir -I 0 ARGS in the background;
+# sets LPID and LPORT from its "listening on" line
+listen() {
+    local out=$1 err=$2
+    shift 2
+    "$WEIR" -I 0 "$@" >"$out" 2>"$err" &
+    LPID=$!
+    PIDS+=("$LPID")
+    wait_for "$err" "listening on" 10
+    LPORT=$(grep -o 'listening on .*' "$err" | head -n1 | grep -o '[0-9]*$')
+    [ -n "$LPORT" ] || fail "no port in: $(cat "$err")"
+}
+
+# bg CMD...: run in the background; sets BPID
+bg() {
+    "$@" &
+    BPID=$!
+    PIDS+=("$BPID")
+}

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Purpose: SIGINT and SIGTERM stop the transfer with the summary and exit 128+N;
+# SIGUSR1 prints the status line once and the transfer goes on.
+. "$(dirname "$0")/lib.sh"
+# Background jobs of a script start with SIGINT ignored; job control gives
+# them their own process group and the default disposition.
+set -m
+for sig in INT TERM; do
+    ( while :; do head -c 65536 /dev/zero || break; sleep 0.01; done ) | "$WEIR" -s 64k >/dev/null 2>"$TMP/err.$sig" &
+    wpid=$!
+    PIDS+=("$wpid")
+    for i in 1 2 3 4 5; do sleep 0.05; done   # let some data flow first
+    kill -s "$sig" "$wpid"
+    wait_bounded "$wpid" 10
+    want=$((128 + $(kill -l "$sig")))
+    [ "$STATUS" -eq "$want" ] || { cat "$TMP/err.$sig"; fail "SIG$sig: exit $STATUS, want $want"; }
+    ok "SIG$sig gives exit $want"
+    has_msg "$TMP/err.$sig" "interrupted by SIG$sig" "SIG$sig is reported"
+    has_msg "$TMP/err.$sig" "summary: INCOMPLETE" "SIG$sig still prints the summary"
+done
+mkfifo "$TMP/fifo"
+"$WEIR" <"$TMP/fifo" >"$TMP/out" 2>"$TMP/err" &
+wpid=$!
+PIDS+=("$wpid")
+exec 7>"$TMP/fifo"
+echo hello >&7
+wait_for "$TMP/out" "hello" 5
+kill -USR1 "$wpid"
+wait_for "$TMP/err" "total 6 B" 5
+ok "SIGUSR1 prints the status line"
+echo world >&7
+exec 7>&-
+wait_bounded "$wpid" 10
+[ "$STATUS" -eq 0 ] || fail "weir exited $STATUS after SIGUSR1"
+[ "$(cat "$TMP/out")" = "$(printf 'hello\nworld')" ] || fail "data after SIGUSR1"
+ok "the transfer continues after SIGUSR1"
+done_testing

@@ -1,0 +1,79 @@
+#!/bin/bash
+# Purpose: over TCP the receiver catches a sender that dies mid-stream, and the
+# sender learns of a receiver that fails: exit statuses and messages on both ends.
+. "$(dirname "$0")/lib.sh"
+# Background jobs of a script start with SIGINT ignored; job control gives
+# them their own process group and the default disposition.
+set -m
+
+# 1. sender killed with SIGKILL mid-stream: the receiver must fail
+listen "$TMP/out" "$TMP/lerr" -q
+( while :; do head -c 65536 /dev/urandom || break; sleep 0.01; done ) \
+    | "$WEIR" -q -O "127.0.0.1:$LPORT" 2>/dev/null &
+spid=$!
+PIDS+=("$spid")
+until [ "$(stat -c %s "$TMP/out" 2>/dev/null || echo 0)" -gt 200000 ]; do
+    kill -0 "$LPID" 2>/dev/null || fail "receiver ended early"
+    sleep 0.05
+done
+pkill -9 -P $$ -f "$WEIR -q -O 127.0.0.1:$LPORT" || kill -9 "$spid"
+wait_bounded "$LPID" 10
+[ "$STATUS" -eq 6 ] || { cat "$TMP/lerr"; fail "receiver of a killed sender: exit $STATUS, want 6"; }
+ok "receiver exits 6 when the sender is killed"
+has_msg "$TMP/lerr" "truncated weir stream" "receiver says the stream was truncated"
+
+# 2. receiver's output is /dev/full: the sender stops early with its message
+"$WEIR" -q -I 0 -o /dev/full 2>"$TMP/lerr" &
+LPID=$!
+PIDS+=("$LPID")
+wait_for "$TMP/lerr" "listening on" 10
+port=$(grep -o 'listening on .*' "$TMP/lerr" | grep -o '[0-9]*$')
+bg "$WEIR" -q -O "127.0.0.1:$port" -i /dev/zero
+exec 3>"$TMP/serr"
+wait_bounded "$BPID" 15
+sst=$STATUS
+[ "$sst" -eq 4 ] || fail "sender to a full disk: exit $sst, want 4"
+ok "sender of an endless stream stops with exit 4 when the receiver's disk is full"
+wait_bounded "$LPID" 10
+[ "$STATUS" -eq 4 ] || fail "receiver with /dev/full: exit $STATUS"
+ok "receiver exits 4"
+listen /dev/null "$TMP/lerr" -q -o /dev/full
+"$WEIR" -q -O "127.0.0.1:$LPORT" -i /dev/zero 2>"$TMP/serr"
+[ $? -eq 4 ] || fail "sender exit"
+has_msg "$TMP/serr" "weir: receiver: output /dev/full: write: No space left on device" "sender prints the receiver's message"
+
+# 3. a slow receiver: the sender exits only after everything is written
+gen "$TMP/in" 3000000 random
+listen /dev/null "$TMP/lerr" -q -R 3M -o "$TMP/slow.out"
+"$WEIR" -q -O "127.0.0.1:$LPORT" -i "$TMP/in" || fail "sender to a slow receiver exited $?"
+same "$TMP/in" "$TMP/slow.out" "when the sender exits 0 the slow receiver has written everything"
+wait_bounded "$LPID" 10
+
+# 4. the receiver is interrupted: the sender fails with its reason
+listen /dev/null "$TMP/lerr" -q -R 1M -o /dev/null
+bg "$WEIR" -q -O "127.0.0.1:$LPORT" -i /dev/zero
+spid=$BPID
+wait_for "$TMP/lerr" "" 1
+sleep 0.3
+kill -INT "$LPID"
+wait_bounded "$LPID" 10
+[ "$STATUS" -eq 130 ] || fail "interrupted receiver: exit $STATUS"
+ok "interrupted receiver exits 130"
+wait_bounded "$spid" 10
+[ "$STATUS" -eq 5 ] || fail "sender of an interrupted receiver: exit $STATUS, want 5"
+ok "its sender exits 5"
+
+# 5. the sender is interrupted: the receiver sees an abort, not a clean end
+listen "$TMP/out" "$TMP/lerr" -q
+( while :; do head -c 65536 /dev/zero || break; sleep 0.01; done ) | "$WEIR" -q -O "127.0.0.1:$LPORT" 2>"$TMP/serr" &
+spid=$!
+PIDS+=("$spid")
+until [ "$(stat -c %s "$TMP/out" 2>/dev/null || echo 0)" -gt 100000 ]; do sleep 0.05; done
+pkill -INT -f "$WEIR -q -O 127.0.0.1:$LPORT"
+wait_bounded "$spid" 10
+[ "$STATUS" -eq 130 ] || fail "interrupted sender: exit $STATUS"
+ok "interrupted sender exits 130"
+wait_bounded "$LPID" 10
+[ "$STATUS" -ne 0 ] || fail "receiver of an interrupted sender exited 0"
+ok "receiver of an interrupted sender exits $STATUS, not 0"
+done_testing

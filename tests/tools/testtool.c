@@ -1,0 +1,325 @@
+/*
+ * testtool.c - helpers for weir's shell tests, so they need no python.
+ *
+ *   testtool freeport                 print a port the kernel says is free
+ *   testtool waitlisten PORT SECS     wait (bounded) until PORT is listening
+ *   testtool proxy TARGET_PORT MODE AT [ARG]
+ *       listen on 127.0.0.1:0, print "proxy listening on PORT", accept one
+ *       connection, connect to 127.0.0.1:TARGET_PORT and relay both ways,
+ *       injecting one fault into the client-to-server direction:
+ *         pass                 relay faithfully (control case)
+ *         cut    N             forward N bytes, then FIN to the server
+ *         reset  N             forward N bytes, then RST both ways
+ *         stall  N SECS        stop forwarding at byte N for SECS seconds
+ *         flip   N             flip the lowest bit of byte N
+ *         drop   K             leave out data block K of a weir stream
+ *         dup    K             send data block K of a weir stream twice
+ *         swap   K             send data blocks K and K+1 in swapped order
+ *   testtool slowread BYTES_PER_SEC   copy stdin to stdout slowly
+ *
+ * It exits 0 when it did what it was asked, 1 otherwise.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die(const char *what)
+{
+    fprintf(stderr, "testtool: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static int listen_any(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        die("socket");
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 4) ||
+        getsockname(fd, (struct sockaddr *)&sa, &len))
+        die("bind");
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+static int cmd_freeport(void)
+{
+    int port, fd = listen_any(&port);
+    close(fd);
+    printf("%d\n", port);
+    return 0;
+}
+
+static int port_listening(int port)
+{
+    const char *files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    for (int f = 0; f < 2; f++) {
+        FILE *fp = fopen(files[f], "r");
+        if (!fp)
+            continue;
+        char line[512];
+        while (fgets(line, sizeof line, fp)) {
+            char local[128];
+            unsigned st;
+            if (sscanf(line, " %*d: %127s %*s %x", local, &st) != 2)
+                continue;
+            char *colon = strrchr(local, ':');
+            if (colon && (int)strtol(colon + 1, NULL, 16) == port && st == 0x0A) {
+                fclose(fp);
+                return 1;
+            }
+        }
+        fclose(fp);
+    }
+    return 0;
+}
+
+static int cmd_waitlisten(int port, double secs)
+{
+    for (double waited = 0; waited < secs; waited += 0.02) {
+        if (port_listening(port))
+            return 0;
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "testtool: port %d not listening after %g s\n", port, secs);
+    return 1;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+enum mode { PASS, CUT, RESET, STALL, FLIP, DROP, DUP, SWAP };
+
+struct fault {
+    enum mode mode;
+    unsigned long long at;     /* byte offset or block number */
+    double secs;
+    unsigned long long sent;   /* client-to-server bytes handled so far */
+    int done;
+    /* block modes: the stream is collected whole, rearranged, then sent */
+    unsigned char *buf;
+    size_t len, cap;
+};
+
+static void hard_close(int fd)
+{
+    struct linger lg = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd);
+}
+
+/* Returns 1 to keep relaying, 0 when the fault ended the connection. */
+static int forward(struct fault *f, int client, int server, unsigned char *data, size_t n)
+{
+    if (f->mode >= DROP) {
+        if (f->len + n > f->cap) {
+            f->cap = (f->len + n) * 2;
+            f->buf = realloc(f->buf, f->cap);
+            if (!f->buf)
+                die("realloc");
+        }
+        memcpy(f->buf + f->len, data, n);
+        f->len += n;
+        return 1;
+    }
+    unsigned long long start = f->sent;
+    if (!f->done && f->at >= start && f->at < start + n) {
+        size_t k = (size_t)(f->at - start);
+        if (f->mode == FLIP) {
+            data[k] ^= 1;
+            f->done = 1;
+        } else if (f->mode == CUT || f->mode == RESET || f->mode == STALL) {
+            if (write_all(server, data, k))
+                return 0;
+            f->sent += k;
+            f->done = 1;
+            if (f->mode == CUT) {
+                shutdown(server, SHUT_WR);
+                close(client);
+                return 0;
+            }
+            if (f->mode == RESET) {
+                hard_close(server);
+                hard_close(client);
+                return 0;
+            }
+            struct timespec ts = {(time_t)f->secs,
+                                  (long)((f->secs - (double)(time_t)f->secs) * 1e9)};
+            nanosleep(&ts, NULL);
+            data += k;
+            n -= k;
+        }
+    }
+    if (write_all(server, data, n))
+        return 0;
+    f->sent += n;
+    return 1;
+}
+
+/* Split a collected weir stream into header, blocks and trailer, then send it
+ * with one block dropped, duplicated or swapped with the next. */
+static void send_rearranged(struct fault *f, int server)
+{
+    const unsigned char *p = f->buf;
+    size_t off = 24, nb = 0, starts[65536], lens[65536];
+    while (off + 11 <= f->len && get32(p + off) == 0x184D2204u && nb < 65536) {
+        size_t unit = 11 + (get32(p + off + 7) & 0x7FFFFFFFu) + 36;
+        starts[nb] = off;
+        lens[nb++] = unit;
+        off += unit;
+    }
+    write_all(server, p, 24);
+    for (size_t i = 0; i < nb; i++) {
+        size_t j = i;
+        if (i == f->at && f->mode == DROP)
+            continue;
+        if (f->mode == SWAP && i == f->at && i + 1 < nb)
+            j = i + 1;
+        else if (f->mode == SWAP && i == f->at + 1)
+            j = i - 1;
+        write_all(server, p + starts[j], lens[j]);
+        if (i == f->at && f->mode == DUP)
+            write_all(server, p + starts[j], lens[j]);
+    }
+    if (off < f->len)
+        write_all(server, p + off, f->len - off);
+    shutdown(server, SHUT_WR);
+}
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa))
+        die("connect to target");
+    return fd;
+}
+
+static int relay(struct fault *f, int client, int server)
+{
+    static unsigned char data[1 << 16];
+    int up_open = 1, down_open = 1;
+    while (up_open || down_open) {
+        struct pollfd pfd[2] = {{up_open ? client : -1, POLLIN, 0},
+                                {down_open ? server : -1, POLLIN, 0}};
+        if (poll(pfd, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            die("poll");
+        }
+        if (pfd[0].revents) {
+            ssize_t n = read(client, data, sizeof data);
+            if (n <= 0) {
+                up_open = 0;
+                if (f->mode >= DROP)
+                    send_rearranged(f, server);
+                else
+                    shutdown(server, SHUT_WR);
+            } else if (!forward(f, client, server, data, (size_t)n)) {
+                return 0;
+            }
+        }
+        if (pfd[1].revents) {
+            ssize_t n = read(server, data, sizeof data);
+            if (n <= 0) {
+                down_open = 0;
+                shutdown(client, SHUT_WR);
+            } else if (write_all(client, data, (size_t)n)) {
+                down_open = 0;
+            }
+        }
+    }
+    return 0;
+}
+
+static int cmd_proxy(int argc, char **argv)
+{
+    static const char *names[] = {"pass", "cut", "reset", "stall", "flip", "drop", "dup", "swap"};
+    struct fault f = {0};
+    int target = atoi(argv[2]);
+    int m = -1;
+    for (int i = 0; i < 8; i++)
+        if (strcmp(argv[3], names[i]) == 0)
+            m = i;
+    if (m < 0) {
+        fprintf(stderr, "testtool: unknown proxy mode %s\n", argv[3]);
+        return 1;
+    }
+    f.mode = (enum mode)m;
+    f.at = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
+    f.secs = argc > 5 ? atof(argv[5]) : 0;
+    int port, lfd = listen_any(&port);
+    printf("proxy listening on %d\n", port);
+    fflush(stdout);
+    int client = accept(lfd, NULL, NULL);
+    if (client < 0)
+        die("accept");
+    close(lfd);
+    int server = connect_to(target);
+    relay(&f, client, server);
+    free(f.buf);
+    return 0;
+}
+
+static int cmd_slowread(double rate)
+{
+    static unsigned char buf[4096];
+    size_t chunk = rate / 20 < sizeof buf ? (size_t)(rate / 20) : sizeof buf;
+    if (chunk < 1)
+        chunk = 1;
+    for (;;) {
+        ssize_t n = read(0, buf, chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0;
+        if (write_all(1, buf, (size_t)n))
+            return 1;
+        double secs = (double)n / rate;
+        struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "freeport") == 0)
+        return cmd_freeport();
+    if (argc >= 4 && strcmp(argv[1], "waitlisten") == 0)
+        return cmd_waitlisten(atoi(argv[2]), atof(argv[3]));
+    if (argc >= 4 && strcmp(argv[1], "proxy") == 0)
+        return cmd_proxy(argc, argv);
+    if (argc >= 3 && strcmp(argv[1], "slowread") == 0)
+        return cmd_slowread(atof(argv[2]));
+    fprintf(stderr, "usage: testtool freeport | waitlisten PORT SECS | "
+                    "proxy TARGET MODE AT [SECS] | slowread RATE\n");
+    return 2;
+}
