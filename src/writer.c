@@ -226,12 +226,13 @@ static void start_backchannel(struct output *o)
     o->has_backchannel = true;
 }
 
-/* After the last byte: end the stream and wait for the receiver's verdict. */
+/* After the last byte: end the stream and wait for the receiver's verdict.
+ * 0: it confirmed every byte; 1: *e says what went wrong; -1: stopping. */
 static int await_answer(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
     if (shutdown(o->ep.fd, SHUT_WR) != 0)
-        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: shutdown", o->ep.name);
+        return write_error(o, e, "shutdown");
     double limit = p->o->io_timeout > 0 ? p->o->io_timeout : 0;
     struct timespec deadline = clock_deadline(limit);
     sync_lock(&p->lock);
@@ -242,19 +243,22 @@ static int await_answer(struct output *o, struct weir_error *e)
         else
             sync_wait(&p->data_cv, &p->lock);
     }
-    bool ok = o->status_received && o->status_code == 0;
+    bool received = o->status_received;
+    int code = o->status_code;
     uint64_t acked = o->status_bytes;
     sync_unlock(&p->lock);
-    if (timed_out)
+    if (received && code != 0)
+        return error_set(e, map_receiver_status(code), "receiver: %s", o->status_msg), 1;
+    if (!received && timed_out)
         return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver did not answer within %g s",
-                         o->ep.name, limit);
-    if (!ok)
-        return -1;   /* the back channel has reported it */
+                         o->ep.name, limit), 1;
+    if (!received)
+        return -1;   /* stopping, or the back channel has reported the failure */
     uint64_t sent = o->framing == FRAME_STORED ? o->frame_total : p->data_bytes;
     if (acked != sent)
         return error_set(e, WEIR_EXIT_NETWORK,
                          "%s: the receiver confirmed %llu bytes, but %llu were sent",
-                         o->ep.name, (unsigned long long)acked, (unsigned long long)sent);
+                         o->ep.name, (unsigned long long)acked, (unsigned long long)sent), 1;
     return 0;
 }
 
@@ -285,13 +289,10 @@ static int writer_end(struct output *o, struct weir_error *e)
         if (io_write_all(o->ep.fd, tr, sizeof tr, io_timeout_ms(o->p, &o->ep), &o->halt))
             return write_error(o, e, "write");
     }
-    if (o->expects_status) {
-        int rc = await_answer(o, e);
-        if (rc)
-            return o->dead || atomic_load(&o->halt) ? -1 : 1;
-    } else if (o->ep.is_socket && shutdown(o->ep.fd, SHUT_WR) != 0) {
+    if (o->expects_status)
+        return await_answer(o, e);
+    if (o->ep.is_socket && shutdown(o->ep.fd, SHUT_WR) != 0)
         return write_error(o, e, "shutdown");
-    }
     return 0;
 }
 

@@ -95,6 +95,7 @@ wait_for() {
 listen() {
     local out=$1 err=$2
     shift 2
+    rm -f "$err"   # never read a previous listener's port
     "$WEIR" -I 0 "$@" >"$out" 2>"$err" &
     LPID=$!
     PIDS+=("$LPID")
