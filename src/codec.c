@@ -101,6 +101,11 @@ uint64_t codec_block_hash(const void *data, size_t len, uint64_t seq)
     return XXH3_64bits_withSeed(data, len, seq);
 }
 
+uint64_t codec_wire_hash(uint64_t raw_hash, const void *payload, size_t wire_len)
+{
+    return XXH3_64bits_withSeed(payload, wire_len, raw_hash);
+}
+
 uint64_t codec_chain_start(const unsigned char *header)
 {
     return XXH3_64bits(header, CODEC_HEADER_SIZE);
@@ -135,6 +140,8 @@ size_t codec_encode_block(const unsigned char *src, size_t len, unsigned char *d
     }
     codec_frame_prefix(dst, block_max, (uint32_t)clen, stored);
     *hash = codec_block_hash(src, len, seq);
+    if (!stored)
+        *hash = codec_wire_hash(*hash, payload, (size_t)clen);
     codec_frame_suffix(payload + clen, seq, (uint32_t)len, *hash);
     return CODEC_BLOCK_OVERHEAD + (size_t)clen;
 }

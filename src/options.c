@@ -88,6 +88,11 @@ int options_parse_size(const char *s, uint64_t *out)
 {
     if (!s || !*s || !(*s >= '0' && *s <= '9'))
         return -1;
+    size_t digits = strspn(s, "0123456789");
+    if (s[digits] == '.')
+        digits += 1 + strspn(s + digits + 1, "0123456789");
+    if (strchr("kKmMgGtTbB", s[digits]) == NULL)   /* no exponents, no hex */
+        return -1;
     errno = 0;
     char *end;
     double v = strtod(s, &end);
@@ -288,9 +293,12 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
         return bad(err, "-q and -v contradict each other");
     if (o->compress && o->decode)
         return bad(err, "-z and -d contradict each other");
-    if (o->raw && o->compress)
+    if (o->raw && o->compress && any_tcp)
         return bad(err, "--raw and -z contradict each other: compressed data is a weir "
                    "stream");
+    if (o->compress && o->listen && !o->raw)
+        return bad(err, "-z with -I: compress on the sending side (weir -z -O), or add "
+                   "--raw to compress what a plain sender sends");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
     return 0;
@@ -419,7 +427,7 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
     bool ct_given = false;
     defaults(o);
     opterr = 0;
-    optind = 1;
+    optind = 0;   /* glibc: 0 also resets getopt's internal state */
     int c;
     while ((c = getopt_long(argc, argv, ":i:o:I:O:m:s:b:P:p:r:R:fqvl:e46zdT:hVn:A:a:D:t",
                             long_opts, NULL)) != -1) {

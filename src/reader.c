@@ -285,7 +285,7 @@ static int stored_block(struct pipeline *p, struct stream_decoder *d, struct str
     if (!fill_reserve(p, b->wire_len, &dst, &cap))
         return 1;
     if (stream_payload(d, dst, b->wire_len, e) || stream_block_end(d, b, e) ||
-        stream_verify_block(b, dst, (long)b->wire_len, p->in_ep.name, e))
+        stream_verify_block(b, dst, dst, (long)b->wire_len, p->in_ep.name, e))
         return -1;
     fill_publish(p, b->wire_len);
     return 0;

@@ -101,32 +101,53 @@ static int truncated(struct stream_decoder *d, struct weir_error *err, const cha
                      d->src.name, (unsigned long long)at, where);
 }
 
+static const unsigned char weir_magic[4] = {0x57, 0x2A, 0x4D, 0x18};
+
+/* Bytes among the first four that differ from the weir magic. */
+static int magic_misses(const unsigned char *b, size_t have)
+{
+    int miss = 0;
+    for (size_t i = 0; i < have && i < 4; i++)
+        miss += b[i] != weir_magic[i];
+    return miss;
+}
+
+/* How many bytes sniffing needs before it can decide.  A header one byte off
+ * the magic is still a (corrupt) weir stream when "HWEIR" follows, so that
+ * a flipped magic byte is reported rather than taken for other data. */
+static size_t sniff_need(const unsigned char *b, size_t have, bool allow_lz4)
+{
+    int miss = magic_misses(b, have);
+    if (miss == 0)
+        return 4;
+    if (miss == 1)
+        return 13;
+    return allow_lz4 ? 4 : 0;
+}
+
 int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
                  struct weir_error *err)
 {
-    static const unsigned char weir[4] = {0x57, 0x2A, 0x4D, 0x18};
-    /* read only while the bytes so far could still be a weir or LZ4 magic,
-     * so a raw sender's first byte is passed on at once */
-    for (;;) {
-        size_t have = d->end - d->pos;
-        bool maybe_weir = memcmp(d->stage + d->pos, weir, have < 4 ? have : 4) == 0;
-        bool maybe_lz4 = allow_lz4 && (have < 1 || d->stage[d->pos] == 0x04 ||
-                                       (d->stage[d->pos] & 0xF0) == 0x50);
-        if (have >= 4 || !(maybe_weir || maybe_lz4))
-            break;
+    /* read only while the answer is open, so a raw sender's first bytes
+     * are passed on at once */
+    while (d->end - d->pos < sniff_need(d->stage + d->pos, d->end - d->pos, allow_lz4)) {
         int r = fill(d, err);
         if (r < 0)
             return -1;
         if (r == 0)
             break;
     }
+    const unsigned char *b = d->stage + d->pos;
     size_t have = d->end - d->pos;
-    if (have >= 4 && is_weir_record(d->stage + d->pos)) {
+    int miss = magic_misses(b, have);
+    if (have >= 4 && miss == 0) {
         d->kind = STREAM_WEIR;
         return 0;
     }
+    if (have >= 13 && miss == 1 && memcmp(b + 8, "HWEIR", 5) == 0)
+        return corrupt(d, err, d->offset, "malformed weir header (bad magic)");
     if (allow_lz4 && have >= 4) {
-        uint32_t magic = codec_get32(d->stage + d->pos);
+        uint32_t magic = codec_get32(b);
         if (magic == CODEC_LZ4_MAGIC ||
             (magic >= CODEC_SKIP_MAGIC_MIN && magic <= CODEC_SKIP_MAGIC_MAX)) {
             LZ4F_dctx *ctx;
@@ -144,7 +165,7 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
     if (have == 0)
         return error_set(err, WEIR_EXIT_INTEGRITY, "%s: empty input: no weir stream",
                          d->src.name);
-    if (have < 4 && memcmp(d->stage + d->pos, weir, have) == 0)
+    if (have < 4 && miss == 0)
         return truncated(d, err, "inside the header");
     return corrupt(d, err, d->offset,
                    allow_lz4 ? "not a weir stream or LZ4 data" : "not a weir stream");
@@ -391,14 +412,17 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
     return 0;
 }
 
-int stream_verify_block(const struct stream_block *b, const void *data, long len,
-                        const char *name, struct weir_error *err)
+int stream_verify_block(const struct stream_block *b, const void *payload, const void *data,
+                        long len, const char *name, struct weir_error *err)
 {
     if (len < 0 || (uint64_t)len != b->raw_len)
         return error_set(err, WEIR_EXIT_INTEGRITY,
                          "%s: block %llu at byte %llu does not decode (corrupt data)", name,
                          (unsigned long long)b->seq, (unsigned long long)b->wire_off);
-    if (codec_block_hash(data, (size_t)len, b->seq) != b->hash)
+    uint64_t hash = codec_block_hash(data, (size_t)len, b->seq);
+    if (!b->stored)
+        hash = codec_wire_hash(hash, payload, b->wire_len);
+    if (hash != b->hash)
         return error_set(err, WEIR_EXIT_INTEGRITY,
                          "%s: block %llu at byte %llu: checksum mismatch (corrupt data)",
                          name, (unsigned long long)b->seq, (unsigned long long)b->wire_off);

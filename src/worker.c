@@ -85,7 +85,7 @@ void *worker_main(void *arg)
         }
         long n = codec_decode_block(src, j.len, j.blk.stored, dst, p->pool.block_size);
         struct weir_error e;
-        if (stream_verify_block(&j.blk, dst, n, p->in_ep.name, &e)) {
+        if (stream_verify_block(&j.blk, src, dst, n, p->in_ep.name, &e)) {
             pipeline_fail(p, &e);
             break;
         }

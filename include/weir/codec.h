@@ -13,7 +13,8 @@
  *                  'T' trailer, 'S' receiver status, 'A' sender abort
  *
  * All integers are little-endian.  Each block's checksum is XXH3-64 of its
- * raw data seeded with its sequence number; the trailer carries the byte
+ * raw data seeded with its sequence number (for a compressed block, folded
+ * with its compressed bytes: codec_wire_hash); the trailer carries the byte
  * count, the block count and a chain hash over all block checksums, so a
  * dropped, duplicated, reordered, truncated or altered block is caught.
  */
@@ -83,6 +84,10 @@ size_t codec_abort(unsigned char *dst, int code, const char *msg);
 
 /* The checksum of one block's raw data. */
 uint64_t codec_block_hash(const void *data, size_t len, uint64_t seq);
+/* A compressed block's record carries this instead: the compressed bytes
+ * hashed with the raw data's checksum as the seed, so it vouches for both
+ * (a change LZ4 would decode to the same data is caught as well). */
+uint64_t codec_wire_hash(uint64_t raw_hash, const void *payload, size_t wire_len);
 /* The trailer's chain starts from the header record's hash, so the trailer
  * also vouches for the header; then each block is folded in. */
 uint64_t codec_chain_start(const unsigned char *header);

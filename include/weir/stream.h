@@ -84,9 +84,10 @@ int stream_next(struct stream_decoder *d, struct stream_block *b, struct weir_er
 int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_error *err);
 /* After the payload: read the EndMark and the block's record into *b. */
 int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
-/* Compare decoded data with its record; INTEGRITY error on mismatch. */
-int stream_verify_block(const struct stream_block *b, const void *data, long len,
-                        const char *name, struct weir_error *err);
+/* Compare a decoded block (and, when compressed, its payload) with its
+ * record; INTEGRITY error on mismatch.  len < 0 means it did not decode. */
+int stream_verify_block(const struct stream_block *b, const void *payload, const void *data,
+                        long len, const char *name, struct weir_error *err);
 
 /* STREAM_LZ4: decode into dst; *n = 0 at the verified end. */
 int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,

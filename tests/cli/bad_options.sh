@@ -33,8 +33,9 @@ check "write the IPv6 address in '::1:80' as [ADDRESS]:PORT" -O ::1:80
 check "-4 and -6 contradict each other" -4 -6
 check "-q and -v contradict each other" -q -v
 check "-z and -d contradict each other" -z -d
-check "--raw and -z contradict each other" --raw -z
+check "--raw and -z contradict each other" --raw -z -O host:1
 check "unexpected argument 'file'" file
+check "-z with -I: compress on the sending side" -z -I 0
 check "standard output is named more than once" -o - -o -
 check "-T: '0' is not a whole number from 1 to 64" -T 0
 check "--compress: '99' is not a whole number" --compress=99

@@ -1,0 +1,129 @@
+/* harness.c - see harness.h. */
+#include "harness.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weir/codec.h"
+#include "weir/stream.h"
+
+struct memsrc {
+    const uint8_t *data;
+    size_t size, pos, chunk;
+};
+
+static ssize_t mem_read(void *ctx, void *buf, size_t n)
+{
+    struct memsrc *m = ctx;
+    size_t left = m->size - m->pos;
+    if (n > left)
+        n = left;
+    if (n > m->chunk)
+        n = m->chunk;
+    memcpy(buf, m->data + m->pos, n);
+    m->pos += n;
+    return (ssize_t)n;
+}
+
+struct outbuf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static int out_reserve(struct outbuf *o, size_t more)
+{
+    if (o->len + more <= o->cap)
+        return 0;
+    size_t cap = o->cap ? o->cap : 4096;
+    while (cap < o->len + more)
+        cap *= 2;
+    uint8_t *p = realloc(o->p, cap);
+    if (!p)
+        return -1;
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
+static int decode_weir(struct stream_decoder *d, struct outbuf *o, struct weir_error *err)
+{
+    uint8_t *payload = malloc(CODEC_BLOCK_MAX);
+    int rc = -1;
+    if (!payload)
+        return error_set(err, WEIR_EXIT_INTERNAL, "out of memory");
+    for (;;) {
+        struct stream_block b;
+        int r = stream_next(d, &b, err);
+        if (r == 0) {
+            rc = 0;
+            break;
+        }
+        if (r < 0 || stream_payload(d, payload, b.wire_len, err) ||
+            stream_block_end(d, &b, err) || out_reserve(o, CODEC_BLOCK_MAX))
+            break;
+        long n = codec_decode_block(payload, b.wire_len, b.stored, o->p + o->len,
+                                    CODEC_BLOCK_MAX);
+        if (stream_verify_block(&b, payload, o->p + o->len, n, "harness", err))
+            break;
+        o->len += (size_t)n;
+    }
+    free(payload);
+    return rc;
+}
+
+static int decode_lz4(struct stream_decoder *d, struct outbuf *o, struct weir_error *err)
+{
+    for (;;) {
+        size_t n;
+        if (out_reserve(o, 65536) || stream_lz4_read(d, o->p + o->len, 65536, &n, err))
+            return -1;
+        if (n == 0)
+            return 0;
+        o->len += n;
+    }
+}
+
+int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out,
+                   size_t *outlen, struct weir_error *err)
+{
+    struct memsrc m = {.data = data, .size = size, .chunk = chunk ? chunk : 1};
+    struct stream_source src = {.read = mem_read, .ctx = &m,
+                                .error_status = WEIR_EXIT_INPUT, .name = "input"};
+    struct stream_decoder d;
+    struct outbuf o = {0};
+    int rc = stream_init(&d, &src, err);
+    if (rc == 0)
+        rc = stream_sniff(&d, true, false, err);
+    if (rc == 0)
+        rc = d.kind == STREAM_WEIR ? decode_weir(&d, &o, err) : decode_lz4(&d, &o, err);
+    stream_free(&d);
+    if (rc != 0) {
+        free(o.p);
+        return -1;
+    }
+    *out = o.p;
+    *outlen = o.len;
+    return 0;
+}
+
+uint8_t *harness_encode(const uint8_t *data, size_t size, size_t block, int level,
+                        size_t *len)
+{
+    size_t nblocks = size / block + 1;
+    uint8_t *buf = malloc(CODEC_HEADER_SIZE + size + nblocks * CODEC_BLOCK_OVERHEAD +
+                          CODEC_TRAILER_SIZE);
+    if (!buf)
+        return NULL;
+    size_t pos = codec_header(buf, (uint32_t)block, level ? CODEC_HEADER_COMPRESSED : 0);
+    uint64_t chain = codec_chain_start(buf), seq = 0;
+    for (size_t off = 0; off < size; off += block, seq++) {
+        size_t n = size - off < block ? size - off : block;
+        uint64_t hash;
+        pos += codec_encode_block(data + off, n, buf + pos, level, seq, (uint32_t)block, &hash);
+        chain = codec_chain(chain, hash, (uint32_t)n);
+    }
+    pos += codec_trailer(buf + pos, size, seq, chain);
+    *len = pos;
+    return buf;
+}

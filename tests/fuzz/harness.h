@@ -1,0 +1,25 @@
+/*
+ * harness.h - decode a whole weir stream or LZ4 data held in memory, the way
+ * the pipeline does (stream.c parses, codec.c decodes, each block verified),
+ * but on one thread.  Shared by the unit tests, the libFuzzer target and the
+ * corpus replay driver.
+ */
+#ifndef WEIR_TEST_HARNESS_H
+#define WEIR_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weir/error.h"
+
+/* Returns 0 and the decoded bytes in *out (malloc'd, caller frees), or -1
+ * with *err.  chunk: the most bytes one read of the source returns. */
+int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out,
+                   size_t *outlen, struct weir_error *err);
+
+/* Build a weir stream of data in memory: blocks of block bytes, LZ4 level
+ * (0 stores raw).  Returns a malloc'd buffer and its size in *len. */
+uint8_t *harness_encode(const uint8_t *data, size_t size, size_t block, int level,
+                        size_t *len);
+
+#endif

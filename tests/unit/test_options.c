@@ -1,0 +1,60 @@
+/*
+ * test_options.c - sizes parse as documented and options combine correctly.
+ */
+#include <string.h>
+
+#include "check.h"
+#include "weir/options.h"
+
+static int parse(struct weir_options *o, struct weir_error *e, const char *a1,
+                 const char *a2, const char *a3, const char *a4)
+{
+    char *argv[6] = {"weir", (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL};
+    int argc = 1;
+    while (argc < 5 && argv[argc])
+        argc++;
+    return options_parse(argc, argv, o, e);
+}
+
+int main(void)
+{
+    struct { const char *s; uint64_t v; } good[] = {
+        {"0", 0}, {"12", 12}, {"4k", 4096}, {"4K", 4096}, {"1.5M", 1572864},
+        {"2G", 2147483648ull}, {"1T", 1099511627776ull}, {"64MiB", 67108864},
+        {"10B", 10}, {"3kB", 3072},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        uint64_t v;
+        CHECK(options_parse_size(good[i].s, &v) == 0 && v == good[i].v, "size %s", good[i].s);
+    }
+    const char *badsz[] = {"", "k", "12q", "-1", "1.5", "4kk", "1e3", " 4k", "4k ", "nan",
+                           "99999999999T"};
+    for (size_t i = 0; i < sizeof badsz / sizeof *badsz; i++) {
+        uint64_t v;
+        CHECK(options_parse_size(badsz[i], &v) != 0, "bad size '%s' accepted", badsz[i]);
+    }
+
+    struct weir_options o;
+    struct weir_error e;
+    CHECK(parse(&o, &e, NULL, NULL, NULL, NULL) == 0, "defaults: %s", e.msg);
+    CHECK(o.noutputs == 0 && !o.listen && o.nblocks == o.mem / o.block, "defaults");
+    CHECK(parse(&o, &e, "-m", "1M", "-s", "4k") == 0 && o.nblocks == 256, "-m 1M -s 4k");
+    CHECK(parse(&o, &e, "-b", "10", "-s", "1k") == 0 && o.mem == 10240, "-b 10 -s 1k");
+    CHECK(parse(&o, &e, "-m", "10k", "-b", "5") == 0 && o.block == 2048, "-m -b");
+    CHECK(parse(&o, &e, "-I", "host:123", NULL, NULL) == 0 &&
+          strcmp(o.allow_host, "host") == 0 && strcmp(o.listen_port, "123") == 0, "-I h:p");
+    CHECK(parse(&o, &e, "-I", "0", NULL, NULL) == 0 && !o.allow_host[0], "-I 0");
+    CHECK(parse(&o, &e, "-O", "[::1]:80", "-O", "h:9") == 0 && o.noutputs == 2 &&
+          strcmp(o.outputs[0].host, "::1") == 0 && strcmp(o.outputs[1].port, "9") == 0,
+          "two -O");
+    CHECK(parse(&o, &e, "-T", "3", "-z", NULL) == 0 && o.threads == 3 && o.compress &&
+          o.level == 1, "-T 3 -z");
+    CHECK(parse(&o, &e, "--compress=9", NULL, NULL, NULL) == 0 && o.level == 9, "level");
+    CHECK(parse(&o, &e, "-m", "50%", NULL, NULL) == 0 && o.mem > 0, "-m 50%%");
+    CHECK(parse(&o, &e, "-s", "1G", "-m", "1G") != 0, "one block is too few");
+    CHECK(e.status == WEIR_EXIT_USAGE, "usage status");
+    CHECK(parse(&o, &e, "-z", "-I", "0", NULL) != 0, "-z -I is refused");
+    CHECK(parse(&o, &e, "-z", "-I", "0", "--raw") == 0, "-z -I --raw parses");
+    CHECK(parse(&o, &e, "-e", NULL, NULL, NULL) == 0 && o.stop_on_error, "-e");
+    CHECK_DONE();
+}
