@@ -10,6 +10,7 @@ run_fault() {
     local mode=$1 at=$2 secs=$3
     shift 3
     listen "$TMP/out" "$TMP/lerr" -q "$@"
+    rm -f "$TMP/proxy"   # never read the previous proxy's port
     "$TESTTOOL" proxy "$LPORT" "$mode" "$at" "$secs" >"$TMP/proxy" &
     PIDS+=($!)
     wait_for "$TMP/proxy" "proxy listening on" 10

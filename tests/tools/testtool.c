@@ -19,7 +19,9 @@
  *
  * It exits 0 when it did what it was asked, 1 otherwise.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

@@ -1,0 +1,103 @@
+#!/bin/bash
+# test.sh - build weir and run its whole test suite.  The last line it prints
+# is "N passed, M failed"; it exits non-zero if anything failed.
+#
+#   scripts/test.sh           release build, then ASan+UBSan, TSan and valgrind
+#   scripts/test.sh --quick   release build only
+#
+# It installs missing build dependencies first (scripts/deps.sh).
+set -u
+cd "$(dirname "$0")/.."
+quick=false
+[ "${1:-}" = "--quick" ] && quick=true
+passed=0
+failed=0
+
+if ! bash scripts/deps.sh; then
+    echo "test.sh: could not install the build dependencies"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+# suite NAME BUILDDIR TIMEOUT_MULTIPLIER MESON_SETUP_ARGS...
+suite() {
+    local name=$1 dir=$2 mult=$3
+    shift 3
+    echo "=== $name"
+    if [ ! -f "$dir/build.ninja" ] && ! meson setup "$dir" "$@" >"$dir.setup.log" 2>&1; then
+        cat "$dir.setup.log"
+        echo "test.sh: $name: meson setup failed"
+        failed=$((failed + 1))
+        return
+    fi
+    if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
+        tail -n 30 "$dir.build.log"
+        echo "test.sh: $name: build failed"
+        failed=$((failed + 1))
+        return
+    fi
+    if grep -q "warning:" "$dir.build.log"; then
+        grep "warning:" "$dir.build.log"
+        echo "test.sh: $name: the build has warnings"
+        failed=$((failed + 1))
+    fi
+    rm -f "$dir/meson-logs/testlog.json"
+    meson test -C "$dir" --print-errorlogs --timeout-multiplier "$mult" 2>&1 \
+        | grep -E "^ *[0-9]+/[0-9]+ |^(FAIL|ok|#)|^---|^>>>|error|ERROR|Sanitizer" | grep -v '^ok '
+    local ok bad
+    ok=$(grep -c '"result": "OK"' "$dir/meson-logs/testlog.json" 2>/dev/null)
+    bad=$(grep -c '"result": "\(FAIL\|TIMEOUT\|ERROR\|UNEXPECTEDPASS\)"' \
+          "$dir/meson-logs/testlog.json" 2>/dev/null)
+    skipped=$(grep -c '"result": "SKIP"' "$dir/meson-logs/testlog.json" 2>/dev/null)
+    [ -n "$ok" ] || ok=0
+    [ -n "$bad" ] || bad=1
+    if [ "$ok" -eq 0 ]; then
+        echo "test.sh: $name: no test ran"
+        bad=$((bad + 1))
+    fi
+    # a skipped test is not a pass
+    bad=$((bad + ${skipped:-0}))
+    echo "=== $name: $ok passed, $bad failed"
+    passed=$((passed + ok))
+    failed=$((failed + bad))
+}
+
+# valgrind over a few round trips of the release build
+valgrind_pass() {
+    echo "=== valgrind"
+    local vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite)
+    local tmp
+    tmp=$(mktemp -d)
+    head -c 3000000 /dev/urandom >"$tmp/in"
+    local cases=(
+        "pass-through|build/weir -q -s 64k <$tmp/in >$tmp/out"
+        "compress|build/weir -q -z -T 2 -s 64k <$tmp/in >$tmp/z && cp $tmp/in $tmp/out"
+        "decode|build/weir -q -d -T 2 <$tmp/z >$tmp/out"
+        "tiny buffer|build/weir -q -s 1k -m 4k <$tmp/in >$tmp/out"
+    )
+    for c in "${cases[@]}"; do
+        local label=${c%%|*} cmd=${c#*|}
+        cmd=${cmd//build\/weir/${vg[*]} build/weir}
+        if bash -c "$cmd" && cmp -s "$tmp/in" "$tmp/out"; then
+            echo "valgrind $label: ok"
+            passed=$((passed + 1))
+        else
+            echo "valgrind $label: FAILED"
+            failed=$((failed + 1))
+        fi
+    done
+    rm -rf "$tmp"
+}
+
+suite release build 1 -Dbuildtype=release
+if ! $quick; then
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+    export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    suite "asan+ubsan" build-asan 4 -Dbuildtype=debugoptimized \
+        -Db_sanitize=address,undefined -Db_lundef=false
+    suite tsan build-tsan 6 -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false
+    valgrind_pass
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
