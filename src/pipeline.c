@@ -390,7 +390,10 @@ static void pipeline_snapshot(struct pipeline *p, struct stats_snapshot *s)
     s->wire_bytes = p->encode ? p->queued_bytes : p->decoding ? s->in_bytes : 0;
     s->held = (uint64_t)(p->pool.nblocks - p->pool.nfree) * p->pool.block_size;
     s->capacity = (uint64_t)p->pool.nblocks * p->pool.block_size;
-    s->t_empty = p->t_empty + (p->empty_since >= 0 ? now - p->empty_since : 0);
+    double open_wait = p->empty_since >= 0 ? now - p->empty_since : 0;
+    s->t_empty = p->t_empty + (p->empty_on_workers ? 0 : open_wait);
+    s->t_workers = p->t_workers + (p->empty_on_workers ? open_wait : 0);
+    s->workers_name = p->encode ? "compression" : "decoding";
     s->t_full = p->t_full;
     s->expect = p->o->expect_size;
     s->t_input_end = p->t_input_end > 0 ? p->t_input_end - p->t_start : 0;

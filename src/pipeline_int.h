@@ -124,7 +124,9 @@ struct pipeline {
     bool decoding;             /* the input turned out to be a stream to decode */
     double t_start;            /* 0 until the input is open */
     double empty_since;        /* >= 0 while every live writer waits for data */
+    bool empty_on_workers;     /* ... and blocks are still being transformed */
     double t_empty, t_full, t_input_end;
+    double t_workers;          /* writers waited on the transform, not the input */
 
     /* errors, lock */
     bool failed;

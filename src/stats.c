@@ -77,8 +77,15 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
     }
 }
 
-static const char *verdict(const struct stats_snapshot *s, double empty, double full)
+static const char *verdict(const struct stats_snapshot *s, double empty, double full,
+                           char *buf, size_t len)
 {
+    double workers = s->elapsed > 0 ? s->t_workers / s->elapsed : 0;
+    if (workers >= 0.5 && s->workers_name) {
+        snprintf(buf, len, "%s was the bottleneck (outputs waited on it %.0f%% of the time)",
+                 s->workers_name, workers > 1 ? 100 : workers * 100);
+        return buf;
+    }
     if (empty >= 0.5)
         return "input was the bottleneck";
     if (full >= 0.5)
@@ -115,7 +122,8 @@ void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, siz
         if (n < 0 || (size_t)n >= len)
             return;
     }
+    char why[128];
     snprintf(buf + n, len - (size_t)n,
              "; buffer empty %.0f%% and full %.0f%% of the time: %s", empty * 100,
-             full * 100, verdict(s, empty, full));
+             full * 100, verdict(s, empty, full, why, sizeof why));
 }

@@ -34,13 +34,18 @@ static void writer_wait_locked(struct pipeline *p, struct output *o)
         waiting += !p->out[i].dead && p->out[i].waiting;
     if (waiting == p->live && p->t_start > 0 && !p->input_done && p->empty_since < 0) {
         p->empty_since = clock_now();
+        p->empty_on_workers = p->ready < p->head;   /* waiting for a worker */
         if (p->o->start_write_pct > 0 && p->ready == p->head && p->tail == p->head)
             p->gate_open = false;   /* -P: fill to the mark again before writing */
     }
     sync_wait(&p->data_cv, &p->lock);
     o->waiting = false;
     if (p->empty_since >= 0) {
-        p->t_empty += clock_now() - p->empty_since;
+        double waited = clock_now() - p->empty_since;
+        if (p->empty_on_workers)
+            p->t_workers += waited;
+        else
+            p->t_empty += waited;
         p->empty_since = -1;
     }
 }

@@ -30,6 +30,8 @@ struct stats_snapshot {
     double t_full;         /* seconds the reader waited for space (output slower) */
     uint64_t expect;       /* --size, or 0 */
     double t_input_end;    /* seconds from start to the end of input, or 0 */
+    double t_workers;      /* seconds the outputs waited for the transform workers */
+    const char *workers_name;   /* "compression" or "decoding" */
 };
 
 /* "1.50 GiB", "512 B" */
