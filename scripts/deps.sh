@@ -4,7 +4,7 @@
 set -eu
 pkgs=(meson ninja-build pkg-config gcc clang liblz4-dev libxxhash-dev lz4 xxhash
       netcat-openbsd mbuffer pv socat iperf3 hyperfine valgrind libclang-rt-14-dev time
-      procps iproute2)
+      procps iproute2 bc)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

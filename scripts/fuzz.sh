@@ -27,11 +27,7 @@ for t in "${targets[@]}"; do
     (cd tests/fuzz && ../../build-fuzz/tests/fuzz_"$t" -max_total_time="$secs" \
         -max_len=70000 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         "../../$work" "../../$corpus") 2>&1 | tail -n 12
-    # keep a minimized union of what we had and what was found
-    mkdir -p "$work.min"
-    rm -f "$work.min"/*
-    build-fuzz/tests/fuzz_"$t" -merge=1 "$work.min" "$corpus" "$work" 2>&1 | tail -n 2
-    rm -f "$corpus"/*
-    cp "$work.min"/* "$corpus"/
+    # add to the committed corpus only what covers something new
+    build-fuzz/tests/fuzz_"$t" -merge=1 "$corpus" "$work" 2>&1 | tail -n 2
     echo "fuzz.sh: $t corpus now $(ls "$corpus" | wc -l) inputs"
 done

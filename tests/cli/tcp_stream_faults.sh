@@ -12,8 +12,11 @@ listen "$TMP/out" "$TMP/lerr" -q
     | "$WEIR" -q -O "127.0.0.1:$LPORT" 2>/dev/null &
 spid=$!
 PIDS+=("$spid")
+n=0
 until [ "$(stat -c %s "$TMP/out" 2>/dev/null || echo 0)" -gt 200000 ]; do
     kill -0 "$LPID" 2>/dev/null || fail "receiver ended early"
+    n=$((n + 1))
+    [ "$n" -lt 200 ] || fail "no data arrived from the sender"
     sleep 0.05
 done
 pkill -9 -P $$ -f "$WEIR -q -O 127.0.0.1:$LPORT" || kill -9 "$spid"
@@ -68,7 +71,12 @@ listen "$TMP/out" "$TMP/lerr" -q
 ( while :; do head -c 65536 /dev/zero || break; sleep 0.01; done ) | "$WEIR" -q -O "127.0.0.1:$LPORT" 2>"$TMP/serr" &
 spid=$!
 PIDS+=("$spid")
-until [ "$(stat -c %s "$TMP/out" 2>/dev/null || echo 0)" -gt 100000 ]; do sleep 0.05; done
+n=0
+until [ "$(stat -c %s "$TMP/out" 2>/dev/null || echo 0)" -gt 100000 ]; do
+    n=$((n + 1))
+    [ "$n" -lt 200 ] || fail "no data arrived from the sender"
+    sleep 0.05
+done
 pkill -INT -f "$WEIR -q -O 127.0.0.1:$LPORT"
 wait_bounded "$spid" 10
 [ "$STATUS" -eq 130 ] || fail "interrupted sender: exit $STATUS"

@@ -16,6 +16,9 @@
  *         dup    K             send data block K of a weir stream twice
  *         swap   K             send data blocks K and K+1 in swapped order
  *   testtool slowread BYTES_PER_SEC   copy stdin to stdout slowly
+ *   testtool latency N CMD [ARGS...]  run CMD with pipes on stdin and stdout,
+ *       send N single lines 20 ms apart, print the median microseconds from
+ *       writing a line to reading it back
  *
  * It exits 0 when it did what it was asked, 1 otherwise.
  */
@@ -32,6 +35,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void die(const char *what)
@@ -311,8 +315,69 @@ static int cmd_slowread(double rate)
     }
 }
 
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_latency(int n, char **cmd)
+{
+    int in[2], out[2];
+    if (n < 1 || n > 1000 || pipe(in) || pipe(out))
+        return 1;
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork");
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]); close(in[1]); close(out[0]); close(out[1]);
+        execvp(cmd[0], cmd);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    double samples[1000];
+    for (int i = 0; i < n; i++) {
+        char line[32], got[32];
+        int len = snprintf(line, sizeof line, "line %d\n", i);
+        double t0 = now_us();
+        if (write_all(in[1], (unsigned char *)line, (size_t)len))
+            die("write");
+        int have = 0;
+        while (have < len) {
+            ssize_t r = read(out[0], got + have, (size_t)(len - have));
+            if (r <= 0)
+                die("read");
+            have += (int)r;
+        }
+        samples[i] = now_us() - t0;
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    close(in[1]);
+    char sink[256];
+    while (read(out[0], sink, sizeof sink) > 0) {
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    qsort(samples, (size_t)n, sizeof *samples, cmp_double);
+    printf("%.0f\n", samples[n / 2]);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && strcmp(argv[1], "latency") == 0)
+        return cmd_latency(atoi(argv[2]), argv + 3);
     if (argc >= 2 && strcmp(argv[1], "freeport") == 0)
         return cmd_freeport();
     if (argc >= 4 && strcmp(argv[1], "waitlisten") == 0)

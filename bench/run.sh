@@ -1,0 +1,171 @@
+#!/bin/bash
+# run.sh - weir's benchmarks against the peers and the machine's limits.
+#
+#   bench/run.sh                 2 GiB of data, 5 runs of each side
+#   SIZE=512M RUNS=3 bench/run.sh
+#   CASES="pipe lz4" bench/run.sh   only some cases
+#
+# Each case runs weir and its reference command alternately (A B A B ...),
+# because this machine is shared and its speed drifts; it reports the median
+# wall time of each, their ratio (weir / reference; below 1 is faster), the
+# target, and weir's peak RSS and CPU seconds (medians).  It installs what it
+# needs and generates its data under bench/data.  The table is Markdown.
+set -u
+cd "$(dirname "$0")/.."
+SIZE=${SIZE:-2G}
+RUNS=${RUNS:-5}
+CASES=${CASES:-"pipe pipe_mbuffer file tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp rss latency"}
+bash scripts/deps.sh || exit 1
+if [ ! -f build-bench/build.ninja ]; then
+    meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
+fi
+ninja -C build-bench >/dev/null || exit 1
+W=$PWD/build-bench/weir
+TT=$PWD/build-bench/tests/testtool
+bytes=$(numfmt --from=iec "$SIZE")
+D=$PWD/bench/data
+mkdir -p "$D"
+T=$(mktemp -d)
+trap 'pkill -P $$ 2>/dev/null; rm -rf "$T"' EXIT
+
+MIX=$D/mixed-$SIZE.bin
+RND=$D/random-$SIZE.bin
+if [ ! -f "$MIX" ]; then
+    echo "# generating $SIZE of mixed data (a tar of /usr, repeated)" >&2
+    while :; do tar cf - /usr 2>/dev/null || break; done | head -c "$bytes" >"$MIX"
+fi
+[ -f "$RND" ] || head -c "$bytes" /dev/urandom >"$RND"
+[ -f "$MIX.lz4" ] || lz4 -q -1 -c "$MIX" >"$MIX.lz4"
+cat "$MIX" "$RND" "$MIX.lz4" >/dev/null   # into the page cache
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# timed SCRIPT: run bash SCRIPT under GNU time; append "wall rss_kib cpu" to $T/last
+timed() {
+    local s e
+    s=$(date +%s%N)
+    /usr/bin/time -o "$T/time" -f "%M %U %S" bash -c "$1" >/dev/null 2>"$T/stderr" \
+        || { echo "# command failed: $1" >&2; sed 's/^/#   /' "$T/stderr" >&2; }
+    e=$(date +%s%N)
+    read -r rss u sy <"$T/time"
+    echo "$(( (e - s) / 1000 ))e-6 $rss $(echo "$u + $sy" | bc)"
+}
+
+# listener_weir -> sets LP (port); the listener runs in the background
+start_weir_listener() {
+    rm -f "$T/l.err"
+    "$W" -q -I 0 -o /dev/null "$@" 2>"$T/l.err" &
+    for _ in $(seq 200); do grep -q "listening on" "$T/l.err" 2>/dev/null && break; sleep 0.01; done
+    LP=$(grep -o 'listening on .*' "$T/l.err" | grep -o '[0-9]*$')
+}
+
+# Each case defines A (weir) and B (reference) as setup+command pairs.
+run_case() {   # run_case NAME TARGET_TEXT
+    local name=$1 target=$2 i
+    : >"$T/a"; : >"$T/b"
+    for i in $(seq "$RUNS"); do
+        prep_a; timed "$A" >>"$T/a"; wait
+        prep_b; timed "$B" >>"$T/b"; wait
+    done
+    local ta tb ra ca
+    ta=$(cut -d' ' -f1 "$T/a" | median)
+    tb=$(cut -d' ' -f1 "$T/b" | median)
+    ra=$(cut -d' ' -f2 "$T/a" | median)
+    ca=$(cut -d' ' -f3 "$T/a" | median)
+    printf '| %s | %.2f s | %.2f s | **%.2f** | %s | %.0f MiB, %.1f s |\n' \
+        "$name" "$ta" "$tb" "$(echo "$ta / $tb" | bc -l)" "$target" \
+        "$(echo "$ra / 1024" | bc -l)" "$ca"
+}
+
+echo "| case ($SIZE, median of $RUNS) | weir | reference | ratio | target | weir peak RSS, CPU |"
+echo "|---|---|---|---|---|---|"
+for c in $CASES; do
+    case $c in
+    pipe)
+        prep_a() { :; }; prep_b() { :; }
+        A="cat $MIX | $W -q | cat >/dev/null"
+        B="cat $MIX | cat | cat >/dev/null"
+        run_case "\`cat F | weir | cat\` vs \`cat | cat | cat\`" "≤ 1.05" ;;
+    pipe_mbuffer)
+        prep_a() { :; }; prep_b() { :; }
+        A="cat $MIX | $W -q | cat >/dev/null"
+        B="cat $MIX | mbuffer -q -m 512M | cat >/dev/null"
+        run_case "\`cat F | weir | cat\` vs \`cat | mbuffer -m 512M | cat\`" "≤ 0.70" ;;
+    file)
+        prep_a() { :; }; prep_b() { :; }
+        A="$W -q -i $MIX -o /dev/null"
+        B="cat $MIX >/dev/null"
+        run_case "\`weir -i F -o /dev/null\` vs \`cat F >/dev/null\`" "≤ 1.30" ;;
+    tcp_nc)
+        prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() {
+            local p; p=$("$TT" freeport)
+            nc -l 127.0.0.1 "$p" >/dev/null & "$TT" waitlisten "$p" 5
+            B="nc -N 127.0.0.1 $p <$MIX"
+        }
+        run_case "loopback \`weir -O\` → \`weir -I\` vs \`nc\` → \`nc -l\`" "≤ 1.00" ;;
+    tcp_mbuffer)
+        prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() {
+            local p; p=$("$TT" freeport)
+            mbuffer -q -I "$p" -o /dev/null 2>/dev/null & "$TT" waitlisten "$p" 5
+            B="mbuffer -q -i $MIX -O 127.0.0.1:$p 2>/dev/null"
+        }
+        run_case "loopback weir vs \`mbuffer -O\` → \`mbuffer -I\`" "≤ 0.60" ;;
+    tcp_iperf)
+        # the machine's limit: iperf3's loopback throughput for the same bytes
+        : >"$T/a"; : >"$T/ib"
+        for i in $(seq "$RUNS"); do
+            start_weir_listener
+            timed "$W -q -O 127.0.0.1:$LP -i $MIX" >>"$T/a"; wait
+            p=$("$TT" freeport)
+            iperf3 -s -1 -p "$p" >/dev/null 2>&1 & "$TT" waitlisten "$p" 5
+            iperf3 -c 127.0.0.1 -p "$p" -n "$bytes" -f k 2>/dev/null \
+                | awk '/receiver/ {for (i=1;i<=NF;i++) if ($i ~ /Kbits/) print $(i-1)*1000/8}' >>"$T/ib"
+            wait
+        done
+        ta=$(cut -d' ' -f1 "$T/a" | median)
+        ib=$(median <"$T/ib")
+        wr=$(echo "$bytes / $ta" | bc -l)
+        printf '| loopback weir vs \`iperf3\` (the machine'"'"'s limit) | %.2f GB/s | %.2f GB/s | **%.2f** of it | ≥ 0.80 | |\n' \
+            "$(echo "$wr / 1e9" | bc -l)" "$(echo "$ib / 1e9" | bc -l)" "$(echo "$wr / $ib" | bc -l)" ;;
+    lz4)
+        prep_a() { :; }; prep_b() { :; }
+        A="$W -q -z -T 2 -i $MIX -o /dev/null"
+        B="lz4 -q -1 -c $MIX >/dev/null"
+        run_case "\`weir -z -T 2\` vs \`lz4 -1\` (mixed)" "≤ 0.55"
+        A="$W -q -z -T 2 -i $RND -o /dev/null"
+        B="lz4 -q -1 -c $RND >/dev/null"
+        run_case "\`weir -z -T 2\` vs \`lz4 -1\` (random)" "≤ 0.55"
+        wz=$("$W" -q -z -i "$MIX" | wc -c); lz=$(stat -c %s "$MIX.lz4")
+        printf '| compressed size, weir -z vs lz4 -1 | %s | %s | **%.3f** | within 2%% | |\n' \
+            "$wz" "$lz" "$(echo "$wz / $lz" | bc -l)" ;;
+    lz4d)
+        prep_a() { :; }; prep_b() { :; }
+        A="$W -q -d -i $MIX.lz4 -o /dev/null"
+        B="lz4 -q -d -c $MIX.lz4 >/dev/null"
+        run_case "\`weir -d\` vs \`lz4 -d\` of an lz4 file" "≤ 0.80"
+        "$W" -q -z -i "$MIX" -f -o "$T/mix.weir"
+        A="$W -q -d -i $T/mix.weir -o /dev/null"
+        B="lz4 -q -d -c $T/mix.weir >/dev/null"
+        run_case "\`weir -d\` vs \`lz4 -d\` of a weir -z file" "≤ 0.80"
+        rm -f "$T/mix.weir" ;;
+    lz4_tcp)
+        prep_a() { start_weir_listener; A="$W -q -z -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() {
+            local p; p=$("$TT" freeport)
+            bash -c "mbuffer -q -I $p 2>/dev/null | lz4 -q -d -c >/dev/null" & "$TT" waitlisten "$p" 5
+            B="lz4 -q -1 -c $MIX | mbuffer -q -O 127.0.0.1:$p 2>/dev/null"
+        }
+        run_case "\`weir -z -O\` → \`weir -I\` vs \`lz4 | mbuffer\` → \`mbuffer | lz4 -d\`" "≤ 0.60" ;;
+    rss)
+        /usr/bin/time -o "$T/rss" -f %M bash -c "cat $MIX | $W -q -m 1G >/dev/null"
+        printf '| peak RSS, %s through \`weir -m 1G\`, consumer keeps up | %.1f MiB | | | ≤ 64 MiB | |\n' \
+            "$SIZE" "$(echo "$(cat "$T/rss") / 1024" | bc -l)" ;;
+    latency)
+        lw=$("$TT" latency 50 "$W" -q)
+        lc=$("$TT" latency 50 cat)
+        printf '| first line out after it went in (median of 50) | %s µs | %s µs (cat) | | ≤ 10 ms | |\n' \
+            "$lw" "$lc" ;;
+    esac
+done
