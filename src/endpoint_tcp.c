@@ -227,8 +227,42 @@ int tcp_accept(struct tcp_listener *l, double timeout_s, double io_timeout, atom
         ep->owned = true;
         ep->is_socket = true;
         snprintf(ep->name, sizeof ep->name, "input %s", peer);
-        tcp_listener_close(l);
         return 0;
+    }
+}
+
+int tcp_first_byte(struct tcp_listener *l, int fd, int timeout_ms, atomic_bool *stop)
+{
+    double deadline = clock_now() + (timeout_ms < 0 ? 1e9 : timeout_ms / 1000.0);
+    for (;;) {
+        if (atomic_load(stop)) {
+            errno = ECANCELED;
+            return -1;
+        }
+        double left = deadline - clock_now();
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = l->fd, .events = POLLIN}};
+        int r = poll(pfd, 2, left > 3600 ? 3600000 : (int)(left * 1000) + 1);
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (r <= 0)
+            continue;
+        if (pfd[0].revents) {
+            char c;
+            ssize_t n = recv(fd, &c, 1, MSG_PEEK);
+            if (n > 0)
+                return 1;
+            if (n == 0 || errno == ECONNRESET)
+                return 0;
+            if (errno != EINTR && errno != EAGAIN)
+                return -1;
+            continue;
+        }
+        if (pfd[1].revents)
+            return 0;   /* a silent peer must not block the next one */
     }
 }
 

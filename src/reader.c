@@ -385,16 +385,44 @@ static void read_input(struct reader *r)
     } else if (d.kind == STREAM_LZ4) {
         decode_lz4(r, &d);
     } else {
+        if (p->in_ep.is_socket)
+            log_msg(p->log, LOG_INFO, "%s: plain bytes, not a weir stream: its end cannot be "
+                    "verified", p->in_ep.name);
         pass_through(r, &d);
     }
     stream_free(&d);
 }
 
+/* Accept until a peer sends something: a port scanner that connects and
+ * closes, or a peer that stays silent while another one knocks, is logged
+ * and dropped, and weir keeps listening. */
+static int accept_sender(struct pipeline *p, struct weir_error *e)
+{
+    for (;;) {
+        if (tcp_accept(&p->listener, p->o->accept_timeout, p->o->io_timeout, &p->stop,
+                       p->log, &p->in_ep, e))
+            return -1;
+        int r = tcp_first_byte(&p->listener, p->in_ep.fd, io_timeout_ms(p, &p->in_ep),
+                               &p->stop);
+        if (r > 0) {
+            tcp_listener_close(&p->listener);
+            return 0;
+        }
+        if (r < 0 && errno == ETIMEDOUT)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: sent nothing for %g s", p->in_ep.name,
+                             p->o->io_timeout);
+        if (r < 0)
+            return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s", p->in_ep.name);
+        log_msg(p->log, LOG_WARN, "%s: dropped: it sent nothing; still listening on %s",
+                p->in_ep.name, p->listener.addr);
+        struct weir_error ignored;
+        endpoint_close(&p->in_ep, WEIR_EXIT_NETWORK, &ignored);
+    }
+}
+
 static int reader_open(struct pipeline *p, struct weir_error *e)
 {
-    if (p->o->listen &&
-        tcp_accept(&p->listener, p->o->accept_timeout, p->o->io_timeout, &p->stop, p->log,
-                   &p->in_ep, e))
+    if (p->o->listen && accept_sender(p, e))
         return -1;
     sync_lock(&p->lock);
     p->t_start = clock_now();

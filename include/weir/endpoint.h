@@ -58,10 +58,14 @@ struct tcp_listener {
 /* Bind and listen as -I, --bind, -4 and -6 say; fills addr. WEIR_EXIT_NETWORK. */
 int tcp_listen(const struct weir_options *o, struct tcp_listener *l, struct weir_error *err);
 /* Accept the first allowed peer; others are logged, closed, and waited past.
- * timeout_s 0 waits forever.  Closes the listening socket once accepted. */
+ * timeout_s 0 waits forever.  The listening socket stays open. */
 int tcp_accept(struct tcp_listener *l, double timeout_s, double io_timeout, atomic_bool *stop,
                struct weir_log *log, struct endpoint *ep, struct weir_error *err);
 void tcp_listener_close(struct tcp_listener *l);
+/* Wait until an accepted connection sends its first byte.  1: it did (the
+ * byte stays unread); 0: it closed or reset without sending anything, or
+ * another peer is waiting while it stays silent; -1: error or stopping. */
+int tcp_first_byte(struct tcp_listener *l, int fd, int timeout_ms, atomic_bool *stop);
 /* Connect to host:port, retrying until timeout_s (0: one attempt). */
 int tcp_connect(const struct output_spec *spec, const struct weir_options *o,
                 atomic_bool *stop, struct weir_log *log, struct endpoint *ep,

@@ -16,6 +16,8 @@
  *         dup    K             send data block K of a weir stream twice
  *         swap   K             send data blocks K and K+1 in swapped order
  *   testtool slowread BYTES_PER_SEC   copy stdin to stdout slowly
+ *   testtool nonblock CMD [ARGS...]   run CMD with O_NONBLOCK set on its stdin
+ *       and stdout, so that it meets EAGAIN
  *   testtool latency N CMD [ARGS...]  run CMD with pipes on stdin and stdout,
  *       send N single lines 20 ms apart, print the median microseconds from
  *       writing a line to reading it back
@@ -27,6 +29,7 @@
 #endif
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -374,8 +377,22 @@ static int cmd_latency(int n, char **cmd)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+static int cmd_nonblock(char **cmd)
+{
+    for (int fd = 0; fd <= 1; fd++) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+            die("fcntl");
+    }
+    execvp(cmd[0], cmd);
+    die("exec");
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "nonblock") == 0)
+        return cmd_nonblock(argv + 2);
     if (argc >= 4 && strcmp(argv[1], "latency") == 0)
         return cmd_latency(atoi(argv[2]), argv + 3);
     if (argc >= 2 && strcmp(argv[1], "freeport") == 0)

@@ -1,0 +1,184 @@
+/*
+ * faultshim.c - an LD_PRELOAD library that injects system call faults into
+ * weir for its tests.  WEIR_FAULT holds one fault:
+ *
+ *   read_eio=N          read() on fd 0 fails with EIO once N bytes were read
+ *   write_enospc=N      write()/writev() on fd 1 fail with ENOSPC after N bytes
+ *   close_enospc=SUFFIX close() of a file whose path ends in SUFFIX closes it
+ *                       and then reports ENOSPC (as NFS does at close)
+ *   eintr=K             every K-th read, write, writev and poll fails with
+ *                       EINTR without doing anything
+ *   short_write=M       write()/writev() move at most M bytes per call (the
+ *                       real call, with a smaller count)
+ *   mmap_enomem=BYTES   mmap() of BYTES or more fails with ENOMEM
+ *
+ * Everything else passes straight through to libc.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static atomic_ullong counter;
+static atomic_ullong moved;
+
+static const char *fault(const char *name)
+{
+    const char *spec = getenv("WEIR_FAULT");
+    size_t len = strlen(name);
+    if (spec && strncmp(spec, name, len) == 0 && spec[len] == '=')
+        return spec + len + 1;
+    return NULL;
+}
+
+static unsigned long long fault_num(const char *name)
+{
+    const char *v = fault(name);
+    return v ? strtoull(v, NULL, 10) : 0;
+}
+
+static int eintr_now(void)
+{
+    unsigned long long k = fault_num("eintr");
+    return k && atomic_fetch_add(&counter, 1) % k == k - 1;
+}
+
+#define REAL(fn) static __typeof__(fn) *real_##fn; \
+    if (!real_##fn) real_##fn = (__typeof__(fn) *)dlsym(RTLD_NEXT, #fn)
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+    REAL(read);
+    if (eintr_now()) {
+        errno = EINTR;
+        return -1;
+    }
+    if (fd == 0 && fault("read_eio") && atomic_load(&moved) >= fault_num("read_eio")) {
+        errno = EIO;
+        return -1;
+    }
+    ssize_t r = real_read(fd, buf, n);
+    if (fd == 0 && r > 0)
+        atomic_fetch_add(&moved, (unsigned long long)r);
+    return r;
+}
+
+static size_t limit_write(int fd, size_t n, int *fail)
+{
+    *fail = 0;
+    if (fd == 1 && fault("write_enospc")) {
+        unsigned long long lim = fault_num("write_enospc"), done = atomic_load(&moved);
+        if (done >= lim) {
+            *fail = 1;
+            return 0;
+        }
+        if (n > lim - done)
+            n = (size_t)(lim - done);
+    }
+    unsigned long long m = fault_num("short_write");
+    if (m && n > m)
+        n = (size_t)m;
+    return n;
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    REAL(write);
+    if (eintr_now()) {
+        errno = EINTR;
+        return -1;
+    }
+    int fail;
+    size_t allowed = limit_write(fd, n, &fail);
+    if (fail) {
+        errno = ENOSPC;
+        return -1;
+    }
+    ssize_t r = real_write(fd, buf, allowed);
+    if (fd == 1 && r > 0)
+        atomic_fetch_add(&moved, (unsigned long long)r);
+    return r;
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+    REAL(writev);
+    if (eintr_now()) {
+        errno = EINTR;
+        return -1;
+    }
+    size_t total = 0;
+    for (int i = 0; i < cnt; i++)
+        total += iov[i].iov_len;
+    int fail;
+    size_t allowed = limit_write(fd, total, &fail);
+    if (fail) {
+        errno = ENOSPC;
+        return -1;
+    }
+    struct iovec cut[64];
+    int n = 0;
+    for (int i = 0; i < cnt && n < 64 && allowed > 0; i++) {
+        cut[n] = iov[i];
+        if (cut[n].iov_len > allowed)
+            cut[n].iov_len = allowed;
+        allowed -= cut[n].iov_len;
+        n++;
+    }
+    ssize_t r = real_writev(fd, cut, n);
+    if (fd == 1 && r > 0)
+        atomic_fetch_add(&moved, (unsigned long long)r);
+    return r;
+}
+
+int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+    REAL(poll);
+    if (eintr_now()) {
+        errno = EINTR;
+        return -1;
+    }
+    return real_poll(fds, n, timeout);
+}
+
+int close(int fd)
+{
+    REAL(close);
+    const char *suffix = fault("close_enospc");
+    char path[PATH_MAX] = "";
+    if (suffix) {
+        char link[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t len = readlink(link, path, sizeof path - 1);
+        path[len > 0 ? len : 0] = '\0';
+    }
+    int r = real_close(fd);
+    size_t pl = strlen(path), sl = suffix ? strlen(suffix) : 0;
+    if (r == 0 && suffix && pl >= sl && sl > 0 && strcmp(path + pl - sl, suffix) == 0) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return r;
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    REAL(mmap);
+    unsigned long long lim = fault_num("mmap_enomem");
+    if (lim && len >= lim) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    return real_mmap(addr, len, prot, flags, fd, off);
+}
