@@ -14,12 +14,19 @@ void endpoint_none(struct endpoint *ep)
     ep->fd = -1;
 }
 
+#define PIPE_SIZE (1 << 20)
+
 static void endpoint_classify(struct endpoint *ep)
 {
     struct stat st;
     if (fstat(ep->fd, &st) == 0) {
         ep->is_socket = S_ISSOCK(st.st_mode);
         ep->regular = S_ISREG(st.st_mode);
+        /* A larger pipe means fewer, larger reads and writes on both sides of
+         * it.  Only a hint: failure (an old kernel, a lower
+         * /proc/sys/fs/pipe-max-size) changes nothing. */
+        if (S_ISFIFO(st.st_mode) && fcntl(ep->fd, F_GETPIPE_SZ) < PIPE_SIZE)
+            (void)fcntl(ep->fd, F_SETPIPE_SZ, PIPE_SIZE);
     }
 }
 
