@@ -48,10 +48,8 @@ static int out_reserve(struct outbuf *o, size_t more)
 
 static int decode_weir(struct stream_decoder *d, struct outbuf *o, struct weir_error *err)
 {
-    uint8_t *payload = malloc(CODEC_BLOCK_MAX);
+    struct outbuf payload = {0};
     int rc = -1;
-    if (!payload)
-        return error_set(err, WEIR_EXIT_INTERNAL, "out of memory");
     for (;;) {
         struct stream_block b;
         int r = stream_next(d, &b, err);
@@ -59,16 +57,18 @@ static int decode_weir(struct stream_decoder *d, struct outbuf *o, struct weir_e
             rc = 0;
             break;
         }
-        if (r < 0 || stream_payload(d, payload, b.wire_len, err) ||
-            stream_block_end(d, &b, err) || out_reserve(o, CODEC_BLOCK_MAX))
+        payload.len = 0;
+        if (r < 0 || out_reserve(&payload, b.wire_len) ||
+            stream_payload(d, payload.p, b.wire_len, err) || stream_block_end(d, &b, err) ||
+            out_reserve(o, b.raw_len))
             break;
-        long n = codec_decode_block(payload, b.wire_len, b.stored, o->p + o->len,
-                                    CODEC_BLOCK_MAX);
-        if (stream_verify_block(&b, payload, o->p + o->len, n, "harness", err))
+        /* the record's length is the capacity: a block that decodes to more is corrupt */
+        long n = codec_decode_block(payload.p, b.wire_len, b.stored, o->p + o->len, b.raw_len);
+        if (stream_verify_block(&b, payload.p, o->p + o->len, n, "harness", err))
             break;
         o->len += (size_t)n;
     }
-    free(payload);
+    free(payload.p);
     return rc;
 }
 
