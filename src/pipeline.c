@@ -82,6 +82,9 @@
 
 #define KICK_INTERVAL 0.1
 #define DRAIN_SECS 5.0        /* how long a receiver keeps reading after it answered */
+#define TRIM_INTERVAL 0.5     /* how often cold free blocks give their pages back */
+#define TRIM_KEEP 16          /* the most recently freed blocks stay hot */
+#define TRIM_BATCH 64         /* bounds the time the lock is held for it */
 
 /* ---- errors and stopping ------------------------------------------------ */
 
@@ -477,7 +480,7 @@ static void main_loop(struct pipeline *p)
     const double interval = 0.5;
     bool live_status = p->log->tty && !p->o->quiet;
     struct status_state st = {.next = clock_now() + interval};
-    double last_kick = 0;
+    double last_kick = 0, next_trim = clock_now() + TRIM_INTERVAL;
     sigset_t set;
     sigset_of_main(&set);
     pipeline_snapshot(p, &st.prev);
@@ -488,7 +491,7 @@ static void main_loop(struct pipeline *p)
         if (done)
             return;
         double now = clock_now();
-        double wait = live_status ? st.next - now : 1.0;
+        double wait = live_status ? st.next - now : TRIM_INTERVAL;
         if (atomic_load(&p->stop)) {
             if (now - last_kick >= KICK_INTERVAL) {
                 kick_threads(p);
@@ -508,6 +511,12 @@ static void main_loop(struct pipeline *p)
         if (live_status && clock_now() >= st.next) {
             draw_status(p, &st, false);
             st.next = clock_now() + interval;
+        }
+        if (clock_now() >= next_trim) {
+            sync_lock(&p->lock);
+            pool_trim_locked(&p->pool, TRIM_KEEP, TRIM_BATCH);
+            sync_unlock(&p->lock);
+            next_trim = clock_now() + TRIM_INTERVAL;
         }
     }
 }

@@ -18,7 +18,10 @@ int pool_init(struct pool *pool, size_t block_size, uint32_t nblocks, struct wei
         return error_sys(err, WEIR_EXIT_INTERNAL, errno,
                          "buffer: cannot reserve %zu bytes (-m)", bytes);
     pool->free = malloc(sizeof *pool->free * nblocks);
-    if (!pool->free) {
+    pool->touched = calloc(nblocks, 1);
+    if (!pool->free || !pool->touched) {
+        free(pool->free);
+        free(pool->touched);
         munmap(base, bytes);
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM,
                          "buffer: cannot allocate the table of %u blocks", nblocks);
@@ -36,8 +39,10 @@ void pool_destroy(struct pool *pool)
     if (pool->base)
         munmap(pool->base, pool->stride * pool->nblocks);
     free(pool->free);
+    free(pool->touched);
     pool->base = NULL;
     pool->free = NULL;
+    pool->touched = NULL;
 }
 
 bool pool_take_locked(struct pool *pool, uint32_t *idx)
@@ -45,10 +50,28 @@ bool pool_take_locked(struct pool *pool, uint32_t *idx)
     if (pool->nfree == 0)
         return false;
     *idx = pool->free[--pool->nfree];
+    pool->touched[*idx] = 1;
     return true;
 }
 
 void pool_release_locked(struct pool *pool, uint32_t idx)
 {
     pool->free[pool->nfree++] = idx;
+}
+
+uint32_t pool_trim_locked(struct pool *pool, uint32_t keep, uint32_t max)
+{
+    uint32_t trimmed = 0;
+    if (pool->nfree <= keep)
+        return 0;
+    for (uint32_t i = 0; i < pool->nfree - keep && trimmed < max; i++) {
+        uint32_t idx = pool->free[i];
+        if (!pool->touched[idx])
+            continue;
+        /* a failure only means the pages stay resident */
+        if (madvise(pool_data(pool, idx), pool->stride, MADV_DONTNEED) == 0)
+            pool->touched[idx] = 0;
+        trimmed++;
+    }
+    return trimmed;
 }

@@ -8,6 +8,9 @@
  * whose consumer keeps up cycles through a few hot blocks and a small RSS
  * however large the buffer is.
  *
+ * Free blocks deep in the stack have not been used for a while; the main
+ * thread trims their pages now and then (pool_trim_locked).
+ *
  * The pool has no lock of its own: pool_take_locked() and
  * pool_release_locked() are called with the pipeline lock held.  Block data
  * is owned by whoever took the block until it is released.
@@ -28,6 +31,7 @@ struct pool {
     uint32_t nblocks;
     uint32_t *free;       /* stack of free block indices, top = most recently freed */
     uint32_t nfree;
+    unsigned char *touched;   /* per block: it may hold committed pages */
 };
 
 /* Fails (WEIR_EXIT_INTERNAL) when the address space cannot be reserved. */
@@ -42,5 +46,9 @@ static inline unsigned char *pool_data(const struct pool *pool, uint32_t idx)
 /* Caller holds the pipeline lock.  Returns false when no block is free. */
 bool pool_take_locked(struct pool *pool, uint32_t *idx);
 void pool_release_locked(struct pool *pool, uint32_t idx);
+/* Give back to the kernel the pages of free blocks below the `keep` most
+ * recently freed ones, at most `max` blocks per call, so that RSS follows the
+ * data held after a burst.  Returns the number of blocks trimmed. */
+uint32_t pool_trim_locked(struct pool *pool, uint32_t keep, uint32_t max);
 
 #endif
