@@ -54,8 +54,25 @@ static int eintr_now(void)
     return k && atomic_fetch_add(&counter, 1) % k == k - 1;
 }
 
-#define REAL(fn) static __typeof__(fn) *real_##fn; \
-    if (!real_##fn) real_##fn = (__typeof__(fn) *)dlsym(RTLD_NEXT, #fn)
+/* The real functions, resolved once before main() and any thread. */
+static __typeof__(read) *real_read;
+static __typeof__(write) *real_write;
+static __typeof__(writev) *real_writev;
+static __typeof__(poll) *real_poll;
+static __typeof__(close) *real_close;
+static __typeof__(mmap) *real_mmap;
+
+__attribute__((constructor)) static void shim_init(void)
+{
+    real_read = (__typeof__(read) *)dlsym(RTLD_NEXT, "read");
+    real_write = (__typeof__(write) *)dlsym(RTLD_NEXT, "write");
+    real_writev = (__typeof__(writev) *)dlsym(RTLD_NEXT, "writev");
+    real_poll = (__typeof__(poll) *)dlsym(RTLD_NEXT, "poll");
+    real_close = (__typeof__(close) *)dlsym(RTLD_NEXT, "close");
+    real_mmap = (__typeof__(mmap) *)dlsym(RTLD_NEXT, "mmap");
+}
+
+#define REAL(fn) if (!real_##fn) shim_init()
 
 ssize_t read(int fd, void *buf, size_t n)
 {
