@@ -34,22 +34,28 @@ int io_wait(int fd, short events, int timeout_ms, atomic_bool *stop)
     }
 }
 
+/* After a failed call: 0 to try again, -1 to give up with errno set. */
+static int io_retry(int fd, short events, int timeout_ms, atomic_bool *stop)
+{
+    if (errno == EINTR) {
+        if (stop && atomic_load(stop)) {
+            errno = ECANCELED;
+            return -1;
+        }
+        return 0;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+        return -1;
+    return io_wait(fd, events, timeout_ms, stop);
+}
+
 ssize_t io_read(int fd, void *buf, size_t n, int timeout_ms, atomic_bool *stop)
 {
     for (;;) {
         ssize_t r = read(fd, buf, n);
         if (r >= 0)
             return r;
-        if (errno == EINTR) {
-            if (stop && atomic_load(stop)) {
-                errno = ECANCELED;
-                return -1;
-            }
-            continue;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return -1;
-        if (io_wait(fd, POLLIN, timeout_ms, stop))
+        if (io_retry(fd, POLLIN, timeout_ms, stop))
             return -1;
     }
 }
@@ -60,21 +66,9 @@ ssize_t io_write(int fd, const void *buf, size_t n, int timeout_ms, atomic_bool 
         ssize_t r = write(fd, buf, n);
         if (r > 0)
             return r;
-        if (r == 0) {   /* not expected for n > 0; treat as no progress and wait */
-            if (io_wait(fd, POLLOUT, timeout_ms, stop))
-                return -1;
-            continue;
-        }
-        if (errno == EINTR) {
-            if (stop && atomic_load(stop)) {
-                errno = ECANCELED;
-                return -1;
-            }
-            continue;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return -1;
-        if (io_wait(fd, POLLOUT, timeout_ms, stop))
+        if (r == 0)
+            errno = EAGAIN;   /* not expected for n > 0: wait, do not spin */
+        if (io_retry(fd, POLLOUT, timeout_ms, stop))
             return -1;
     }
 }
@@ -117,16 +111,7 @@ int io_writev_all(int fd, struct iovec *iov, int cnt, int timeout_ms, atomic_boo
         }
         ssize_t w = writev(fd, iov, cnt);
         if (w < 0) {
-            if (errno == EINTR) {
-                if (stop && atomic_load(stop)) {
-                    errno = ECANCELED;
-                    return -1;
-                }
-                continue;
-            }
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                return -1;
-            if (io_wait(fd, POLLOUT, timeout_ms, stop))
+            if (io_retry(fd, POLLOUT, timeout_ms, stop))
                 return -1;
             continue;
         }
