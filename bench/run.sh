@@ -48,7 +48,8 @@ timed() {
         || { echo "# command failed: $1" >&2; sed 's/^/#   /' "$T/stderr" >&2; }
     e=$(date +%s%N)
     read -r rss u sy <"$T/time"
-    echo "$(( (e - s) / 1000 ))e-6 $rss $(echo "$u + $sy" | bc)"
+    awk -v us=$(( (e - s) / 1000 )) -v rss="$rss" -v u="$u" -v sy="$sy" \
+        'BEGIN { printf "%.6f %d %.2f\n", us / 1e6, rss, u + sy }' </dev/null
 }
 
 # listener_weir -> sets LP (port); the listener runs in the background
@@ -72,9 +73,9 @@ run_case() {   # run_case NAME TARGET_TEXT
     tb=$(cut -d' ' -f1 "$T/b" | median)
     ra=$(cut -d' ' -f2 "$T/a" | median)
     ca=$(cut -d' ' -f3 "$T/a" | median)
-    printf '| %s | %.2f s | %.2f s | **%.2f** | %s | %.0f MiB, %.1f s |\n' \
-        "$name" "$ta" "$tb" "$(echo "$ta / $tb" | bc -l)" "$target" \
-        "$(echo "$ra / 1024" | bc -l)" "$ca"
+    NAME=$name TARGET=$target awk -v ta="$ta" -v tb="$tb" -v ra="$ra" -v ca="$ca" \
+        'BEGIN { printf "| %s | %.2f s | %.2f s | **%.2f** | %s | %.0f MiB, %.1f s |\n",
+                 ENVIRON["NAME"], ta, tb, ta / tb, ENVIRON["TARGET"], ra / 1024, ca }' </dev/null
 }
 
 echo "| case ($SIZE, median of $RUNS) | weir | reference | ratio | target | weir peak RSS, CPU |"
@@ -85,12 +86,12 @@ for c in $CASES; do
         prep_a() { :; }; prep_b() { :; }
         A="cat $MIX | $W -q | cat >/dev/null"
         B="cat $MIX | cat | cat >/dev/null"
-        run_case "\`cat F | weir | cat\` vs \`cat | cat | cat\`" "≤ 1.05" ;;
+        run_case "\`cat F \\| weir \\| cat\` vs \`cat \\| cat \\| cat\`" "≤ 1.05" ;;
     pipe_mbuffer)
         prep_a() { :; }; prep_b() { :; }
         A="cat $MIX | $W -q | cat >/dev/null"
         B="cat $MIX | mbuffer -q -m 512M | cat >/dev/null"
-        run_case "\`cat F | weir | cat\` vs \`cat | mbuffer -m 512M | cat\`" "≤ 0.70" ;;
+        run_case "\`cat F \\| weir \\| cat\` vs \`cat \\| mbuffer -m 512M \\| cat\`" "≤ 0.70" ;;
     file)
         prep_a() { :; }; prep_b() { :; }
         A="$W -q -i $MIX -o /dev/null"
@@ -126,9 +127,9 @@ for c in $CASES; do
         done
         ta=$(cut -d' ' -f1 "$T/a" | median)
         ib=$(median <"$T/ib")
-        wr=$(echo "$bytes / $ta" | bc -l)
-        printf '| loopback weir vs \`iperf3\` (the machine'"'"'s limit) | %.2f GB/s | %.2f GB/s | **%.2f** of it | ≥ 0.80 | |\n' \
-            "$(echo "$wr / 1e9" | bc -l)" "$(echo "$ib / 1e9" | bc -l)" "$(echo "$wr / $ib" | bc -l)" ;;
+        awk -v b="$bytes" -v ta="$ta" -v ib="$ib" 'BEGIN {
+            printf "| loopback weir vs `iperf3` (the machine'"'"'s limit) | %.2f GB/s | %.2f GB/s | **%.2f** of it | ≥ 0.80 | |\n",
+                   b / ta / 1e9, ib / 1e9, b / ta / ib }' </dev/null ;;
     lz4)
         prep_a() { :; }; prep_b() { :; }
         A="$W -q -z -T 2 -i $MIX -o /dev/null"
@@ -138,8 +139,9 @@ for c in $CASES; do
         B="lz4 -q -1 -c $RND >/dev/null"
         run_case "\`weir -z -T 2\` vs \`lz4 -1\` (random)" "≤ 0.55"
         wz=$("$W" -q -z -i "$MIX" | wc -c); lz=$(stat -c %s "$MIX.lz4")
-        printf '| compressed size, weir -z vs lz4 -1 | %s | %s | **%.3f** | within 2%% | |\n' \
-            "$wz" "$lz" "$(echo "$wz / $lz" | bc -l)" ;;
+        awk -v a="$wz" -v b="$lz" 'BEGIN {
+            printf "| compressed size, weir -z vs lz4 -1 (mixed) | %d B | %d B | **%.3f** | within 2%% | |\n",
+                   a, b, a / b }' </dev/null ;;
     lz4d)
         prep_a() { :; }; prep_b() { :; }
         A="$W -q -d -i $MIX.lz4 -o /dev/null"
@@ -157,11 +159,12 @@ for c in $CASES; do
             bash -c "mbuffer -q -I $p 2>/dev/null | lz4 -q -d -c >/dev/null" & "$TT" waitlisten "$p" 5
             B="lz4 -q -1 -c $MIX | mbuffer -q -O 127.0.0.1:$p 2>/dev/null"
         }
-        run_case "\`weir -z -O\` → \`weir -I\` vs \`lz4 | mbuffer\` → \`mbuffer | lz4 -d\`" "≤ 0.60" ;;
+        run_case "\`weir -z -O\` → \`weir -I\` vs \`lz4 \\| mbuffer\` → \`mbuffer \\| lz4 -d\`" "≤ 0.60" ;;
     rss)
         /usr/bin/time -o "$T/rss" -f %M bash -c "cat $MIX | $W -q -m 1G >/dev/null"
-        printf '| peak RSS, %s through \`weir -m 1G\`, consumer keeps up | %.1f MiB | | | ≤ 64 MiB | |\n' \
-            "$SIZE" "$(echo "$(cat "$T/rss") / 1024" | bc -l)" ;;
+        awk -v s="$SIZE" -v r="$(cat "$T/rss")" 'BEGIN {
+            printf "| peak RSS, %s through `weir -m 1G`, consumer keeps up | %.1f MiB | | | ≤ 64 MiB | |\n",
+                   s, r / 1024 }' </dev/null ;;
     latency)
         lw=$("$TT" latency 50 "$W" -q)
         lc=$("$TT" latency 50 cat)
