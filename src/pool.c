@@ -4,11 +4,21 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+static size_t page_size(void)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    return ps > 0 ? (size_t)ps : 4096;
+}
 
 int pool_init(struct pool *pool, size_t block_size, uint32_t nblocks, struct weir_error *err)
 {
     pool->block_size = block_size;
-    pool->stride = (block_size + 63) & ~(size_t)63;
+    /* large blocks start on page boundaries, so trimming one cannot touch
+     * its neighbour; small ones are only cache-line aligned */
+    size_t align = block_size >= 65536 ? page_size() : 64;
+    pool->stride = (block_size + align - 1) & ~(align - 1);
     pool->nblocks = nblocks;
     size_t bytes = pool->stride * nblocks;
     /* MAP_NORESERVE: reserve address space only; pages are committed when touched. */
@@ -68,8 +78,13 @@ uint32_t pool_trim_locked(struct pool *pool, uint32_t keep, uint32_t max)
         uint32_t idx = pool->free[i];
         if (!pool->touched[idx])
             continue;
+        /* only the pages wholly inside this block: madvise rounds the length
+         * up to a page, which would zero the start of the next block */
+        uintptr_t ps = page_size(), start = (uintptr_t)pool_data(pool, idx);
+        uintptr_t first = (start + ps - 1) & ~(ps - 1);
+        uintptr_t last = (start + pool->block_size) & ~(ps - 1);
         /* a failure only means the pages stay resident */
-        if (madvise(pool_data(pool, idx), pool->stride, MADV_DONTNEED) == 0)
+        if (last <= first || madvise((void *)first, last - first, MADV_DONTNEED) == 0)
             pool->touched[idx] = 0;
         trimmed++;
     }

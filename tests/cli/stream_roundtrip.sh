@@ -22,6 +22,11 @@ for T in 1 2 3; do
     "$WEIR" -q -d -T $T -i "$TMP/zt" -f -o "$TMP/outt" || fail "-d -T $T"
     same "$TMP/in" "$TMP/outt" "-z -T $T then -d -T $T"
 done
+# long enough (about 1.5 s) for the main thread to trim cold blocks meanwhile
+gen "$TMP/long" 30000000 mixed
+"$WEIR" -q -z -s 256k <"$TMP/long" | "$TESTTOOL" slowread 20000000 >"$TMP/long.z" || fail "-z long"
+"$WEIR" -q -d <"$TMP/long.z" >"$TMP/out" || fail "-d long"
+same "$TMP/long" "$TMP/out" "-z while cold blocks are trimmed decodes to the original"
 gen "$TMP/mix" 6000000 mixed
 "$WEIR" -q --compress=9 <"$TMP/mix" >"$TMP/hc" || fail "--compress=9"
 "$WEIR" -q -d <"$TMP/hc" >"$TMP/out" || fail "-d of LZ4HC"
