@@ -179,6 +179,15 @@ void advance_ready_locked(struct pipeline *p)
     }
 }
 
+void gate_check_locked(struct pipeline *p)
+{
+    if (!p->gate_open) {
+        uint64_t used = p->pool.nblocks - p->pool.nfree;
+        if (used * 100 >= (uint64_t)p->pool.nblocks * (uint64_t)p->o->start_write_pct)
+            p->gate_open = true;
+    }
+}
+
 bool reader_take_block(struct pipeline *p, uint32_t extra, uint32_t *idx)
 {
     sync_lock(&p->lock);
@@ -231,6 +240,17 @@ int io_timeout_ms(const struct pipeline *p, const struct endpoint *ep)
 
 /* ---- setup -------------------------------------------------------------- */
 
+/* The signals the main thread takes synchronously (sigtimedwait). */
+static void main_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+    sigaddset(set, WAKE_SIGNAL);
+}
+
 static void wake_handler(int sig)
 {
     (void)sig;   /* its only job is to interrupt a blocking call with EINTR */
@@ -248,12 +268,7 @@ int pipeline_signals_block(struct weir_error *err)
     if (sigaction(WAKE_SIGNAL, &sa, NULL) != 0)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "sigaction SIGUSR2");
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, WAKE_SIGNAL);
+    main_signals(&set);
     int rc = pthread_sigmask(SIG_BLOCK, &set, NULL);
     if (rc != 0)
         return error_sys(err, WEIR_EXIT_INTERNAL, rc, "pthread_sigmask");
@@ -463,17 +478,6 @@ static void draw_status(struct pipeline *p, struct status_state *st, bool whole_
     st->prev = now;
 }
 
-static int sigset_of_main(sigset_t *set)
-{
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-    sigaddset(set, SIGHUP);
-    sigaddset(set, SIGUSR1);
-    sigaddset(set, WAKE_SIGNAL);
-    return 0;
-}
-
 /* Wait for signals and thread ends until every thread has returned. */
 static void main_loop(struct pipeline *p)
 {
@@ -482,7 +486,7 @@ static void main_loop(struct pipeline *p)
     struct status_state st = {.next = clock_now() + interval};
     double last_kick = 0, next_trim = clock_now() + TRIM_INTERVAL;
     sigset_t set;
-    sigset_of_main(&set);
+    main_signals(&set);
     pipeline_snapshot(p, &st.prev);
     for (;;) {
         sync_lock(&p->lock);

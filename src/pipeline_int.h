@@ -149,6 +149,8 @@ void pipeline_fail(struct pipeline *p, const struct weir_error *e);
 void stop_locked(struct pipeline *p);
 void release_locked(struct pipeline *p);
 void advance_ready_locked(struct pipeline *p);
+/* -P: open the gate once the buffer is full enough. */
+void gate_check_locked(struct pipeline *p);
 /* Take a block for the reader, keeping what queued jobs were promised.
  * extra: 1 if the block will feed a job (which needs one more).  Waits while
  * the buffer is full; false when stopping. */

@@ -82,15 +82,6 @@ static void reader_fail(struct reader *r, struct weir_error *e)
 
 /* ---- the filling slot --------------------------------------------------- */
 
-static void gate_check_locked(struct pipeline *p)
-{
-    if (!p->gate_open) {
-        uint64_t used = p->pool.nblocks - p->pool.nfree;
-        if (used * 100 >= (uint64_t)p->pool.nblocks * (uint64_t)p->o->start_write_pct)
-            p->gate_open = true;
-    }
-}
-
 static void seal_locked(struct pipeline *p)
 {
     if (p->filling) {

@@ -57,11 +57,7 @@ static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out,
     p->queued_bytes += len;
     if (!p->encode)
         p->data_bytes += raw;
-    if (!p->gate_open) {
-        uint64_t used = p->pool.nblocks - p->pool.nfree;
-        if (used * 100 >= (uint64_t)p->pool.nblocks * (uint64_t)p->o->start_write_pct)
-            p->gate_open = true;
-    }
+    gate_check_locked(p);
     advance_ready_locked(p);
     sync_unlock(&p->lock);
 }

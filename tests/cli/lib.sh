@@ -90,6 +90,16 @@ wait_for() {
     done
 }
 
+# wait_size FILE BYTES SECS: wait until FILE holds more than BYTES
+wait_size() {
+    local limit=$(($3 * 20)) i=0
+    until [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -gt "$2" ]; do
+        i=$((i + 1))
+        [ "$i" -gt "$limit" ] && fail "$1 did not grow past $2 bytes in $3 s"
+        sleep 0.05
+    done
+}
+
 # listen OUT ERR ARGS...: start weir -I 0 ARGS in the background;
 # sets LPID and LPORT from its "listening on" line
 listen() {

@@ -12,13 +12,8 @@ listen "$TMP/out" "$TMP/lerr" -q
     | "$WEIR" -q -O "127.0.0.1:$LPORT" 2>/dev/null &
 spid=$!
 PIDS+=("$spid")
-n=0
-until [ "$(stat -c %s "$TMP/out" 2>/dev/null || echo 0)" -gt 200000 ]; do
-    kill -0 "$LPID" 2>/dev/null || fail "receiver ended early"
-    n=$((n + 1))
-    [ "$n" -lt 200 ] || fail "no data arrived from the sender"
-    sleep 0.05
-done
+wait_size "$TMP/out" 200000 10
+kill -0 "$LPID" 2>/dev/null || fail "receiver ended early"
 pkill -9 -P $$ -f "$WEIR -q -O 127.0.0.1:$LPORT" || kill -9 "$spid"
 wait_bounded "$LPID" 10
 [ "$STATUS" -eq 6 ] || { cat "$TMP/lerr"; fail "receiver of a killed sender: exit $STATUS, want 6"; }
@@ -71,12 +66,7 @@ listen "$TMP/out" "$TMP/lerr" -q
 ( while :; do head -c 65536 /dev/zero || break; sleep 0.01; done ) | "$WEIR" -q -O "127.0.0.1:$LPORT" 2>"$TMP/serr" &
 spid=$!
 PIDS+=("$spid")
-n=0
-until [ "$(stat -c %s "$TMP/out" 2>/dev/null || echo 0)" -gt 100000 ]; do
-    n=$((n + 1))
-    [ "$n" -lt 200 ] || fail "no data arrived from the sender"
-    sleep 0.05
-done
+wait_size "$TMP/out" 100000 10
 pkill -INT -f "$WEIR -q -O 127.0.0.1:$LPORT"
 wait_bounded "$spid" 10
 [ "$STATUS" -eq 130 ] || fail "interrupted sender: exit $STATUS"
