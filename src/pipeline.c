@@ -179,6 +179,13 @@ void advance_ready_locked(struct pipeline *p)
     }
 }
 
+bool wait_settled_locked(struct pipeline *p)
+{
+    while (p->ready != p->head && !atomic_load(&p->stop))
+        sync_wait(&p->space_cv, &p->lock);   /* advance_ready_locked broadcasts */
+    return !atomic_load(&p->stop);
+}
+
 void gate_check_locked(struct pipeline *p)
 {
     if (!p->gate_open) {

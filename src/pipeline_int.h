@@ -149,6 +149,8 @@ void pipeline_fail(struct pipeline *p, const struct weir_error *e);
 void stop_locked(struct pipeline *p);
 void release_locked(struct pipeline *p);
 void advance_ready_locked(struct pipeline *p);
+/* Wait until every slot created so far is present; false when stopping. */
+bool wait_settled_locked(struct pipeline *p);
 /* -P: open the gate once the buffer is full enough. */
 void gate_check_locked(struct pipeline *p);
 /* Take a block for the reader, keeping what queued jobs were promised.
@@ -165,7 +167,8 @@ void *reader_main(void *arg);
 void *writer_main(void *arg);
 void *backchannel_main(void *arg);
 void *worker_main(void *arg);
-/* worker.c: queue a job (lock held); the slot becomes pending. */
-void job_queue_locked(struct pipeline *p, const struct job *j);
+/* worker.c: queue a job (lock held); it gets the next slot, pending until
+ * a worker fills it (j->seq is set here). */
+void job_queue_locked(struct pipeline *p, struct job *j);
 
 #endif

@@ -61,9 +61,7 @@ static int source_settle(void *ctx)
     struct reader *r = ctx;
     struct pipeline *p = r->p;
     sync_lock(&p->lock);
-    while (p->ready != p->head && !atomic_load(&p->stop))
-        sync_wait(&p->space_cv, &p->lock);
-    bool stopped = atomic_load(&p->stop);
+    bool stopped = !wait_settled_locked(p);
     sync_unlock(&p->lock);
     if (stopped)
         errno = ECANCELED;
@@ -164,7 +162,17 @@ static void pass_through(struct reader *r, struct stream_decoder *d)
 
 /* ---- -z: compress ------------------------------------------------------- */
 
-/* Put a small record (header or trailer) in a slot of its own. */
+/* Make block idx, holding a record of len bytes, the next slot. */
+static void install_record_locked(struct pipeline *p, uint32_t idx, size_t len)
+{
+    p->ring[p->head & p->mask] = (struct slot){.block = idx, .present = true,
+                                               .sealed = true, .len = len};
+    p->head++;
+    p->queued_bytes += len;
+    advance_ready_locked(p);
+}
+
+/* Put a small record (the header) in a slot of its own. */
 static bool put_record(struct pipeline *p, const unsigned char *rec, size_t len)
 {
     uint32_t idx;
@@ -172,11 +180,7 @@ static bool put_record(struct pipeline *p, const unsigned char *rec, size_t len)
         return false;
     memcpy(pool_data(&p->pool, idx), rec, len);
     sync_lock(&p->lock);
-    p->ring[p->head & p->mask] = (struct slot){.block = idx, .present = true,
-                                               .sealed = true, .len = len};
-    p->head++;
-    p->queued_bytes += len;
-    advance_ready_locked(p);
+    install_record_locked(p, idx, len);
     sync_unlock(&p->lock);
     return true;
 }
@@ -236,10 +240,7 @@ static void compress_input(struct reader *r)
         if (n == 0) {
             pool_release_locked(&p->pool, idx);
         } else {
-            struct job j = {.seq = p->head, .src = idx, .len = (size_t)n,
-                            .blk = {.seq = nblocks++}};
-            p->ring[p->head & p->mask] = (struct slot){.present = false};
-            p->head++;
+            struct job j = {.src = idx, .len = (size_t)n, .blk = {.seq = nblocks++}};
             p->data_bytes += (uint64_t)n;
             job_queue_locked(p, &j);
         }
@@ -250,19 +251,13 @@ static void compress_input(struct reader *r)
     if (!reader_take_block(p, 0, &idx))
         return;
     sync_lock(&p->lock);
-    while (p->ready != p->head && !atomic_load(&p->stop))
-        sync_wait(&p->space_cv, &p->lock);
-    if (atomic_load(&p->stop)) {
+    if (!wait_settled_locked(p)) {
         pool_release_locked(&p->pool, idx);
         sync_unlock(&p->lock);
         return;
     }
     codec_trailer(pool_data(&p->pool, idx), p->chain_total, nblocks, p->chain);
-    p->ring[p->head & p->mask] = (struct slot){.block = idx, .present = true, .sealed = true,
-                                               .len = CODEC_TRAILER_SIZE};
-    p->head++;
-    p->queued_bytes += CODEC_TRAILER_SIZE;
-    advance_ready_locked(p);
+    install_record_locked(p, idx, CODEC_TRAILER_SIZE);
     sync_unlock(&p->lock);
 }
 
@@ -295,9 +290,7 @@ static int compressed_block(struct pipeline *p, struct stream_decoder *d,
         stream_block_end(d, b, e))
         return -1;
     sync_lock(&p->lock);
-    struct job j = {.seq = p->head, .src = idx, .len = b->wire_len, .blk = *b};
-    p->ring[p->head & p->mask] = (struct slot){.present = false};
-    p->head++;
+    struct job j = {.src = idx, .len = b->wire_len, .blk = *b};
     job_queue_locked(p, &j);
     sync_unlock(&p->lock);
     return 0;

@@ -13,8 +13,11 @@
 #include "weir/codec.h"
 #include "weir/sync.h"
 
-void job_queue_locked(struct pipeline *p, const struct job *j)
+void job_queue_locked(struct pipeline *p, struct job *j)
 {
+    j->seq = p->head;   /* the result's slot: pending until a worker fills it */
+    p->ring[p->head & p->mask] = (struct slot){.present = false};
+    p->head++;
     p->jobs[p->job_tail % p->pool.nblocks] = *j;
     p->job_tail++;
     p->out_reserved++;
