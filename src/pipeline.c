@@ -152,6 +152,8 @@ void release_locked(struct pipeline *p)
             min_bytes = o->bytes;
     }
     p->min_out = min_bytes;
+    if (p->content_on && p->content_seq < min_seq)
+        min_seq = p->content_seq;
     bool freed = false;
     while (p->tail < min_seq) {
         pool_release_locked(&p->pool, p->ring[p->tail & p->mask].block);
@@ -184,6 +186,33 @@ bool wait_settled_locked(struct pipeline *p)
     while (p->ready != p->head && !atomic_load(&p->stop))
         sync_wait(&p->space_cv, &p->lock);   /* advance_ready_locked broadcasts */
     return !atomic_load(&p->stop);
+}
+
+void content_catch_up_locked(struct pipeline *p)
+{
+    if (!p->content_on || p->content_busy)
+        return;
+    p->content_busy = true;
+    while (p->content_seq < p->ready && !atomic_load(&p->stop)) {
+        struct slot *s = &p->ring[p->content_seq & p->mask];
+        size_t from = p->content_off, to = s->len;
+        if (from == to) {
+            if (!s->sealed)
+                break;
+            p->content_seq++;
+            p->content_off = 0;
+            continue;
+        }
+        /* the cursor holds the slot: it stays put while the lock is dropped */
+        const unsigned char *data = pool_data(&p->pool, s->block);
+        sync_unlock(&p->lock);
+        stream_content_add(&p->content, data + from, to - from);
+        sync_lock(&p->lock);
+        p->content_off = to;
+    }
+    p->content_busy = false;
+    release_locked(p);
+    sync_broadcast(&p->space_cv);   /* the reader may wait for the frame's end */
 }
 
 void gate_check_locked(struct pipeline *p)

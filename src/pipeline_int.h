@@ -113,6 +113,15 @@ struct pipeline {
     uint64_t job_head, job_tail;
     uint32_t out_reserved;     /* lock: output blocks promised to queued jobs */
     bool jobs_done;            /* lock: the reader queues no more jobs */
+
+    /* -d of a plain LZ4 frame split into blocks: its content checksum is
+     * sequential, so the decoded slots are hashed in order by a cursor that
+     * holds them back like an output (content_catch_up_locked) */
+    bool content_on;           /* lock: such a frame is being checked */
+    bool content_busy;         /* lock: a thread is hashing; it owns p->content */
+    uint64_t content_seq;      /* lock: cursor: the slot being hashed */
+    size_t content_off;        /* lock:         bytes of it hashed */
+    struct stream_content content;
     int nworkers;
     struct worker *workers;
 
@@ -151,6 +160,10 @@ void release_locked(struct pipeline *p);
 void advance_ready_locked(struct pipeline *p);
 /* Wait until every slot created so far is present; false when stopping. */
 bool wait_settled_locked(struct pipeline *p);
+/* Hash the present data of a split LZ4 frame in order, up to p->ready.  Any
+ * thread that makes data present calls it; one hashes at a time (the others
+ * return at once) and it drops the lock while hashing. */
+void content_catch_up_locked(struct pipeline *p);
 /* -P: open the gate once the buffer is full enough. */
 void gate_check_locked(struct pipeline *p);
 /* Take a block for the reader, keeping what queued jobs were promised.

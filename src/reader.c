@@ -10,7 +10,11 @@
  *   weir stream    parse frames; stored blocks are read straight into the
  *                  filling slot and verified here, compressed ones go to
  *                  the workers
- *   LZ4 data (-d)  decoded here, in order, with liblz4's frame decoder
+ *   LZ4 data (-d)  a frame of independent blocks is split into its blocks
+ *                  and they go the same ways; its content checksum is
+ *                  hashed in order behind them (content_catch_up_locked)
+ *                  and compared at the frame's end.  A frame of linked
+ *                  blocks is decoded here, in order, by liblz4
  */
 #include <errno.h>
 #include <poll.h>
@@ -129,6 +133,7 @@ static void fill_publish(struct pipeline *p, size_t n)
         seal_locked(p);
     gate_check_locked(p);
     sync_broadcast(&p->data_cv);
+    content_catch_up_locked(p);
     sync_unlock(&p->lock);
 }
 
@@ -316,22 +321,89 @@ static void decode_weir(struct reader *r, struct stream_decoder *d)
     }
 }
 
+/* A frame to split starts: its content is checked from the next slot on. */
+static void lz4_frame_start(struct pipeline *p, const struct stream_decoder *d)
+{
+    sync_lock(&p->lock);
+    seal_locked(p);
+    p->content_on = true;
+    p->content_seq = p->head;
+    p->content_off = 0;
+    stream_content_begin(&p->content, &d->frame);
+    sync_unlock(&p->lock);
+}
+
+/* The frame ended: wait until all of it is decoded and hashed, then judge. */
+static int lz4_frame_end(struct pipeline *p, const struct stream_decoder *d,
+                         struct weir_error *e)
+{
+    sync_lock(&p->lock);
+    seal_locked(p);
+    for (;;) {
+        if (atomic_load(&p->stop)) {
+            sync_unlock(&p->lock);   /* the cursor keeps holding what it reads */
+            return 1;
+        }
+        content_catch_up_locked(p);
+        if (!p->content_busy && p->content_seq == p->head)
+            break;
+        sync_wait(&p->space_cv, &p->lock);
+    }
+    p->content_on = false;
+    release_locked(p);
+    sync_unlock(&p->lock);
+    return stream_content_end(&p->content, &d->frame, p->in_ep.name, e) ? -1 : 0;
+}
+
+/* A frame of linked blocks, decoded in order. */
+static int lz4_linked_frame(struct pipeline *p, struct stream_decoder *d, struct weir_error *e)
+{
+    for (;;) {
+        unsigned char *dst;
+        size_t cap, n;
+        if (!fill_reserve(p, 1, &dst, &cap))
+            return 1;
+        if (stream_lz4_read(d, dst, cap, &n, e))
+            return -1;
+        if (n > 0)
+            fill_publish(p, n);
+        if (!d->lz4_linked)
+            return 0;
+    }
+}
+
 static void decode_lz4(struct reader *r, struct stream_decoder *d)
 {
     struct pipeline *p = r->p;
     struct weir_error e;
     for (;;) {
-        unsigned char *dst;
-        size_t cap, n;
-        if (!fill_reserve(p, 1, &dst, &cap))
+        struct stream_block b;
+        int rc = stream_lz4_next(d, &b, &e);
+        switch (rc) {
+        case 0:
             return;
-        if (stream_lz4_read(d, dst, cap, &n, &e)) {
+        case STREAM_LZ4_FRAME:
+            lz4_frame_start(p, d);
+            rc = 0;
+            break;
+        case STREAM_LZ4_BLOCK:
+            rc = b.stored ? stored_block(p, d, &b, &e) : compressed_block(p, d, &b, &e);
+            break;
+        case STREAM_LZ4_FRAME_END:
+            rc = lz4_frame_end(p, d, &e);
+            break;
+        case STREAM_LZ4_LINKED:
+            rc = lz4_linked_frame(p, d, &e);
+            break;
+        default:
+            rc = -1;
+        }
+        if (rc > 0)
+            return;    /* stopping */
+        if (rc < 0) {
             reader_fail(r, &e);
             return;
         }
-        if (n == 0)
-            return;
-        fill_publish(p, n);
     }
 }
 

@@ -94,8 +94,24 @@ static bool is_weir_record(const unsigned char *p)
     return codec_get32(p) == CODEC_WEIR_MAGIC;
 }
 
+static int lz4_truncated(struct stream_decoder *d, struct weir_error *err)
+{
+    uint64_t at = d->offset + (d->end - d->pos);
+    return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated LZ4 data at byte %llu",
+                     d->src.name, (unsigned long long)at);
+}
+
+/* Make n bytes available, or report the LZ4 data truncated. */
+static int lz4_need(struct stream_decoder *d, size_t n, struct weir_error *err)
+{
+    int r = need(d, n, err);
+    return r < 0 ? -1 : r == 0 ? lz4_truncated(d, err) : 0;
+}
+
 static int truncated(struct stream_decoder *d, struct weir_error *err, const char *where)
 {
+    if (d->kind == STREAM_LZ4)
+        return lz4_truncated(d, err);
     uint64_t at = d->offset + (d->end - d->pos);
     return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated weir stream at byte %llu (%s)",
                      d->src.name, (unsigned long long)at, where);
@@ -150,10 +166,6 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
         uint32_t magic = codec_get32(b);
         if (magic == CODEC_LZ4_MAGIC ||
             (magic >= CODEC_SKIP_MAGIC_MIN && magic <= CODEC_SKIP_MAGIC_MAX)) {
-            LZ4F_dctx *ctx;
-            if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION)))
-                return error_set(err, WEIR_EXIT_INTERNAL, "%s: LZ4 decoder", d->src.name);
-            d->lz4 = ctx;
             d->kind = STREAM_LZ4;
             return 0;
         }
@@ -381,6 +393,15 @@ int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_er
 
 int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct weir_error *err)
 {
+    if (b->lz4) {
+        if (b->has_sum) {
+            if (lz4_need(d, 4, err))
+                return -1;
+            b->hash = codec_get32(d->stage + d->pos);
+            consume(d, 4);
+        }
+        return 0;
+    }
     int r = need(d, 4, err);
     if (r <= 0)
         return r < 0 ? -1 : truncated(d, err, "after a block");
@@ -412,9 +433,25 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
     return 0;
 }
 
+static int verify_lz4_block(const struct stream_block *b, const void *payload, long len,
+                            const char *name, struct weir_error *err)
+{
+    if (len < 0)
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: LZ4 block %llu at byte %llu does not decode (corrupt data)", name,
+                         (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+    if (b->has_sum && XXH32(payload, b->wire_len, 0) != (uint32_t)b->hash)
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: LZ4 block %llu at byte %llu: checksum mismatch (corrupt data)",
+                         name, (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+    return 0;
+}
+
 int stream_verify_block(const struct stream_block *b, const void *payload, const void *data,
                         long len, const char *name, struct weir_error *err)
 {
+    if (b->lz4)
+        return verify_lz4_block(b, payload, len, name, err);
     if (len < 0 || (uint64_t)len != b->raw_len)
         return error_set(err, WEIR_EXIT_INTEGRITY,
                          "%s: block %llu at byte %llu does not decode (corrupt data)", name,
@@ -429,22 +466,146 @@ int stream_verify_block(const struct stream_block *b, const void *payload, const
     return 0;
 }
 
+/* ---- plain LZ4 frames ------------------------------------------------------ */
+
+static int lz4_skip(struct stream_decoder *d, uint64_t n, struct weir_error *err)
+{
+    while (n > 0) {
+        if (d->pos == d->end) {
+            int r = fill(d, err);
+            if (r <= 0)
+                return r < 0 ? -1 : lz4_truncated(d, err);
+        }
+        size_t take = d->end - d->pos;
+        if (take > n)
+            take = (size_t)n;
+        consume(d, take);
+        n -= take;
+    }
+    return 0;
+}
+
+/* A frame header at stage[pos]: STREAM_LZ4_FRAME (consumed) or
+ * STREAM_LZ4_LINKED (left staged for liblz4). */
+static int lz4_frame_header(struct stream_decoder *d, struct weir_error *err)
+{
+    if (lz4_need(d, 7, err))
+        return -1;
+    const unsigned char *p = d->stage + d->pos;
+    unsigned flg = p[4], bd = p[5];
+    if ((flg >> 6) != 1)
+        return corrupt(d, err, d->offset, "unsupported LZ4 frame version");
+    if ((flg & 0x02) || (bd & 0x8F) || (bd >> 4) < 4)
+        return corrupt(d, err, d->offset, "corrupt LZ4 frame header (reserved bits set)");
+    size_t len = 7 + ((flg & 0x08) ? 8 : 0) + ((flg & 0x01) ? 4 : 0);
+    if (lz4_need(d, len, err))
+        return -1;
+    p = d->stage + d->pos;
+    if (((XXH32(p + 4, len - 5, 0) >> 8) & 0xFF) != p[len - 1])
+        return corrupt(d, err, d->offset, "corrupt LZ4 frame header (checksum)");
+    if (!(flg & 0x20) || (flg & 0x01)) {
+        d->lz4_linked = true;
+        return STREAM_LZ4_LINKED;
+    }
+    d->frame = (struct stream_lz4_frame){
+        .start = d->offset,
+        .block_max = codec_bd_size(bd >> 4),
+        .block_sums = (flg & 0x10) != 0,
+        .content_sum = (flg & 0x04) != 0,
+        .has_size = (flg & 0x08) != 0,
+        .size = (flg & 0x08) ? codec_get64(p + 6) : 0,
+    };
+    consume(d, len);
+    d->lz4_in_frame = true;
+    return STREAM_LZ4_FRAME;
+}
+
+/* Between frames: skip skippable frames, then 0 at the end or a header. */
+static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
+{
+    for (;;) {
+        int r = need(d, 1, err);
+        if (r <= 0)
+            return r;
+        if (lz4_need(d, 4, err))
+            return -1;
+        uint32_t magic = codec_get32(d->stage + d->pos);
+        if (magic == CODEC_LZ4_MAGIC)
+            return lz4_frame_header(d, err);
+        if (magic < CODEC_SKIP_MAGIC_MIN || magic > CODEC_SKIP_MAGIC_MAX)
+            return corrupt(d, err, d->offset, "corrupt LZ4 data: no frame starts here");
+        if (lz4_need(d, 8, err))
+            return -1;
+        uint32_t len = codec_get32(d->stage + d->pos + 4);
+        consume(d, 8);
+        if (lz4_skip(d, len, err))
+            return -1;
+    }
+}
+
+int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err)
+{
+    if (!d->lz4_in_frame)
+        return lz4_between_frames(d, err);
+    for (;;) {
+        if (lz4_need(d, 4, err))
+            return -1;
+        uint32_t word = codec_get32(d->stage + d->pos);
+        uint64_t at = d->offset;
+        consume(d, 4);
+        if (word == 0) {
+            if (d->frame.content_sum) {
+                if (lz4_need(d, 4, err))
+                    return -1;
+                d->frame.sum = codec_get32(d->stage + d->pos);
+                consume(d, 4);
+            }
+            d->lz4_in_frame = false;
+            return STREAM_LZ4_FRAME_END;
+        }
+        uint32_t size = word & 0x7FFFFFFFu;
+        if (size > d->frame.block_max) {
+            char what[96];
+            snprintf(what, sizeof what, "LZ4 block of %u bytes exceeds the frame's maximum of %u",
+                     size, d->frame.block_max);
+            return corrupt(d, err, at, what);
+        }
+        memset(b, 0, sizeof *b);
+        b->lz4 = true;
+        b->stored = (word & 0x80000000u) != 0;
+        b->wire_len = size;
+        b->wire_off = d->offset;
+        b->raw_max = d->frame.block_max;
+        b->has_sum = d->frame.block_sums;
+        b->seq = d->lz4_blocks++;
+        b->raw_len = b->stored ? size : 0;
+        if (size > 0)
+            return STREAM_LZ4_BLOCK;
+        /* an empty stored block: nothing to decode, only its checksum */
+        if (stream_block_end(d, b, err) || stream_verify_block(b, "", "", 0, d->src.name, err))
+            return -1;
+    }
+}
+
 int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
                     struct weir_error *err)
 {
     *n = 0;
+    if (!d->lz4_linked)
+        return 0;
+    if (!d->lz4) {
+        LZ4F_dctx *ctx;
+        if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION)))
+            return error_set(err, WEIR_EXIT_INTERNAL, "%s: LZ4 decoder", d->src.name);
+        d->lz4 = ctx;
+    }
     for (;;) {
         if (d->pos == d->end) {
             int r = fill(d, err);
             if (r < 0)
                 return -1;
-            if (r == 0) {
-                if (d->lz4_hint != 0)
-                    return error_set(err, WEIR_EXIT_INTEGRITY,
-                                     "%s: truncated LZ4 data at byte %llu", d->src.name,
-                                     (unsigned long long)d->offset);
-                return 0;
-            }
+            if (r == 0)
+                return lz4_truncated(d, err);
         }
         size_t out = cap, in = d->end - d->pos;
         size_t hint = LZ4F_decompress(d->lz4, dst, &out, d->stage + d->pos, &in, NULL);
@@ -453,10 +614,40 @@ int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
                              d->src.name, (unsigned long long)d->offset,
                              LZ4F_getErrorName(hint));
         consume(d, in);
-        d->lz4_hint = hint;
-        if (out > 0) {
+        if (hint == 0)
+            d->lz4_linked = false;   /* the frame ended, verified */
+        if (out > 0 || hint == 0) {
             *n = out;
             return 0;
         }
     }
+}
+
+void stream_content_begin(struct stream_content *c, const struct stream_lz4_frame *f)
+{
+    XXH32_reset(&c->hash, 0);
+    c->hashing = f->content_sum;
+    c->bytes = 0;
+}
+
+void stream_content_add(struct stream_content *c, const void *data, size_t len)
+{
+    if (c->hashing)
+        XXH32_update(&c->hash, data, len);
+    c->bytes += len;
+}
+
+int stream_content_end(const struct stream_content *c, const struct stream_lz4_frame *f,
+                       const char *name, struct weir_error *err)
+{
+    if (f->has_size && c->bytes != f->size)
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: LZ4 frame at byte %llu holds %llu bytes, its header says %llu "
+                         "(corrupt data)", name, (unsigned long long)f->start,
+                         (unsigned long long)c->bytes, (unsigned long long)f->size);
+    if (c->hashing && XXH32_digest(&c->hash) != f->sum)
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: LZ4 frame at byte %llu: content checksum mismatch (corrupt data)",
+                         name, (unsigned long long)f->start);
+    return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * worker.c - the transform workers: LZ4 compression for -z, and decoding
- * and verifying the compressed blocks of a weir stream.  See the essay at
- * the top of pipeline.c.
+ * and verifying the compressed blocks of a weir stream or of a plain LZ4
+ * frame.  See the essay at the top of pipeline.c.
  *
  * Jobs wait in a FIFO (p->jobs) guarded by p->lock.  A worker takes the
  * oldest, takes the output block the job was promised, and does the work
@@ -62,6 +62,7 @@ static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out,
         p->data_bytes += raw;
     gate_check_locked(p);
     advance_ready_locked(p);
+    content_catch_up_locked(p);
     sync_unlock(&p->lock);
 }
 
@@ -82,7 +83,10 @@ void *worker_main(void *arg)
             worker_finish(p, &j, out, n, j.len, hash);
             continue;
         }
-        long n = codec_decode_block(src, j.len, j.blk.stored, dst, p->pool.block_size);
+        size_t cap = p->pool.block_size;
+        if (j.blk.lz4 && j.blk.raw_max < cap)
+            cap = j.blk.raw_max;
+        long n = codec_decode_block(src, j.len, j.blk.stored, dst, cap);
         struct weir_error e;
         if (stream_verify_block(&j.blk, src, dst, n, p->in_ep.name, &e)) {
             pipeline_fail(p, &e);

@@ -12,6 +12,14 @@
  * (codec_decode_block) and compares its checksum (stream_verify_block),
  * possibly on another thread.
  *
+ * Plain LZ4 data (STREAM_LZ4) is parsed the same way, frame by frame: each
+ * frame of independent blocks is split into its blocks, so they can be
+ * decoded in parallel like a weir stream's; the caller hashes the decoded
+ * content in order (stream_content_*) for the frame's content checksum.  A
+ * frame whose blocks depend on each other (or on a dictionary) is handed
+ * back whole and decoded in order by liblz4's frame decoder
+ * (stream_lz4_read).
+ *
  * Every failure is a weir_error naming the source and the stream offset:
  * WEIR_EXIT_INTEGRITY for a malformed, corrupt or truncated stream, and the
  * source's own status (input or network) when reading fails.
@@ -23,6 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#define XXH_STATIC_LINKING_ONLY   /* XXH32_state_t as a complete type */
+#include <xxhash.h>
 
 #include "weir/error.h"
 
@@ -41,12 +52,35 @@ enum stream_kind { STREAM_WEIR, STREAM_LZ4, STREAM_RAW };
 
 struct stream_block {
     bool stored;          /* payload is the raw data */
+    bool lz4;             /* a block of a plain LZ4 frame, not of a weir stream */
     uint32_t wire_len;    /* payload bytes */
     uint64_t wire_off;    /* stream offset of the payload */
-    /* from the block's record, after stream_block_end(): */
+    uint32_t raw_max;     /* LZ4: the frame's block maximum */
+    bool has_sum;         /* LZ4: the frame carries block checksums */
+    /* weir: from the block's record, after stream_block_end();
+     * LZ4: seq counts blocks from the start of the input, raw_len is known
+     * for stored blocks only, hash is the XXH32 block checksum if has_sum */
     uint64_t seq;
     uint32_t raw_len;
     uint64_t hash;
+};
+
+/* What a plain LZ4 frame's header promises about its content. */
+struct stream_lz4_frame {
+    uint64_t start;       /* stream offset of the frame */
+    uint32_t block_max;
+    bool block_sums;      /* each block carries an XXH32 checksum */
+    bool content_sum;     /* the frame ends with an XXH32 of its content */
+    bool has_size;        /* the header gives the content size */
+    uint64_t size;
+    uint32_t sum;         /* after STREAM_LZ4_FRAME_END: the content checksum */
+};
+
+/* The in-order check of one frame's content against its header and end. */
+struct stream_content {
+    XXH32_state_t hash;
+    bool hashing;
+    uint64_t bytes;
 };
 
 struct stream_decoder {
@@ -59,9 +93,11 @@ struct stream_decoder {
     bool in_stream;         /* WEIR: a header was read and no trailer yet */
     uint32_t block_max;
     uint64_t seq, total, chain, streams;
-    void *lz4;              /* LZ4F_dctx, for STREAM_LZ4 */
-    size_t lz4_hint;        /* LZ4F's "bytes expected"; 0 at a frame boundary */
-    uint64_t lz4_frames;
+    void *lz4;              /* LZ4F_dctx, for frames handed back whole */
+    bool lz4_linked;        /* inside a frame handed back whole */
+    bool lz4_in_frame;      /* inside a frame being split into blocks */
+    uint64_t lz4_blocks;
+    struct stream_lz4_frame frame;
 };
 
 int stream_init(struct stream_decoder *d, const struct stream_source *src,
@@ -82,15 +118,43 @@ size_t stream_take_staged(struct stream_decoder *d, void *dst, size_t cap);
 int stream_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
 /* Read n bytes of the current payload into dst. */
 int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_error *err);
-/* After the payload: read the EndMark and the block's record into *b. */
+/* After the payload: read what follows the block into *b (weir: the EndMark
+ * and the block's record; LZ4: the block checksum, if the frame has them). */
 int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
 /* Compare a decoded block (and, when compressed, its payload) with its
- * record; INTEGRITY error on mismatch.  len < 0 means it did not decode. */
+ * record or checksum; INTEGRITY error on mismatch.  len < 0 means it did not
+ * decode. */
 int stream_verify_block(const struct stream_block *b, const void *payload, const void *data,
                         long len, const char *name, struct weir_error *err);
 
-/* STREAM_LZ4: decode into dst; *n = 0 at the verified end. */
+/* STREAM_LZ4: the next piece of the input.  Skippable frames are skipped.
+ *   STREAM_LZ4_FRAME     a frame of independent blocks starts; d->frame
+ *                        describes it
+ *   STREAM_LZ4_BLOCK     *b describes its next block, whose payload follows
+ *                        (stream_payload, then stream_block_end); decode it
+ *                        with codec_decode_block into at most b->raw_max bytes
+ *   STREAM_LZ4_FRAME_END the frame ended; d->frame.sum holds its checksum
+ *   STREAM_LZ4_LINKED    a frame of linked blocks (or one that names a
+ *                        dictionary): read it whole with stream_lz4_read
+ *   0 at the end of the input, between frames; -1 on error. */
+enum {
+    STREAM_LZ4_FRAME = 1,
+    STREAM_LZ4_BLOCK,
+    STREAM_LZ4_FRAME_END,
+    STREAM_LZ4_LINKED,
+};
+int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
+/* Inside a STREAM_LZ4_LINKED frame: decode into dst; *n = 0 at its verified
+ * end (liblz4 checks its checksums). */
 int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
                     struct weir_error *err);
+
+/* Check a split frame's content: begin at STREAM_LZ4_FRAME, add every
+ * decoded block in order, end after STREAM_LZ4_FRAME_END (an INTEGRITY
+ * error if the checksum or the size differs from what the frame says). */
+void stream_content_begin(struct stream_content *c, const struct stream_lz4_frame *f);
+void stream_content_add(struct stream_content *c, const void *data, size_t len);
+int stream_content_end(const struct stream_content *c, const struct stream_lz4_frame *f,
+                       const char *name, struct weir_error *err);
 
 #endif

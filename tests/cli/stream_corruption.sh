@@ -54,4 +54,27 @@ printf 'plain text, not a stream' >"$TMP/plain"
 decode_fails "$TMP/plain" "input that is not a stream" "not a weir stream or LZ4 data"
 lz4 -q -c "$TMP/in" | head -c 5000 >"$TMP/t.lz4"
 decode_fails "$TMP/t.lz4" "truncated lz4 file" "truncated LZ4 data"
+
+# plain LZ4 frames split into blocks: header, block, block checksum, content
+# checksum, block size and what follows the frame are all checked
+lz4 -q -B4 -c "$TMP/in" >"$TMP/z"              # 64 KiB blocks, content checksum
+len=$(stat -c %s "$TMP/z")
+flip 4; decode_fails "$TMP/f" "lz4: flipped frame flags" "LZ4 frame"
+flip 6; decode_fails "$TMP/f" "lz4: flipped header checksum" "corrupt LZ4 frame header"
+flip 500; decode_fails "$TMP/f" "lz4: flipped byte in a block" "corrupt data"
+flip $((len - 2)); decode_fails "$TMP/f" "lz4: flipped content checksum" "content checksum mismatch"
+flip $((len - 6)); decode_fails "$TMP/f" "lz4: flipped end mark" "LZ4"
+cp "$TMP/z" "$TMP/big"
+printf '\x00\x00\x02\x00' | dd of="$TMP/big" bs=1 seek=7 conv=notrunc status=none
+decode_fails "$TMP/big" "lz4: a block longer than the frame's maximum" "exceeds the frame's maximum"
+cat "$TMP/z" >"$TMP/j"; printf 'junk' >>"$TMP/j"
+decode_fails "$TMP/j" "lz4: junk after the frame" "no frame starts here"
+for cut in 4 6 9 500 $((len - 5)) $((len - 1)); do
+    head -c "$cut" "$TMP/z" >"$TMP/t"
+    decode_fails "$TMP/t" "lz4: truncated at $cut of $len" "truncated LZ4 data"
+done
+lz4 -q -B4 -BX -c "$TMP/in" >"$TMP/z"          # with block checksums
+flip 500; decode_fails "$TMP/f" "lz4 -BX: flipped byte in a block" "corrupt data"
+last=$(( $(od -An -tu4 -j 7 -N 4 "$TMP/z") & 0x7fffffff ))
+flip $((11 + last + 1)); decode_fails "$TMP/f" "lz4 -BX: flipped block checksum" "LZ4 block 0 at byte 11: checksum mismatch"
 done_testing

@@ -48,6 +48,19 @@ gen "$TMP/b" 70000 random
 cat "$TMP/a" "$TMP/b" >"$TMP/ab"
 "$WEIR" -q -d -i "$TMP/cat.lz4" -f -o "$TMP/out" || fail "concatenated frames"
 same "$TMP/ab" "$TMP/out" "weir -d decodes concatenated and skippable frames"
+# frames of every kind in one input: linked blocks (decoded in order), 64 KiB
+# independent blocks with block checksums, a content size (split into blocks
+# and decoded in parallel); with 1-3 workers and a buffer of a few blocks
+# behind a slow consumer, so the in-order content check holds blocks back
+gen "$TMP/c" 3000000 mixed
+{ lz4 -q -BD -c "$TMP/a"; lz4 -q -B4 -BX -c "$TMP/mix"; lz4 -q -BD -B5 -c "$TMP/b";
+  lz4 -q --content-size -c "$TMP/c"; } >"$TMP/kinds.lz4"
+cat "$TMP/a" "$TMP/mix" "$TMP/b" "$TMP/c" >"$TMP/kinds"
+for T in 1 2 3; do
+    "$WEIR" -q -d -T $T -m 2M -i "$TMP/kinds.lz4" | "$TESTTOOL" slowread 40000000 >"$TMP/out"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "-d -T $T of mixed kinds of frames exited ${PIPESTATUS[0]}"
+    same "$TMP/kinds" "$TMP/out" "weir -d -T $T decodes linked, checksummed and sized frames in one input"
+done
 { "$WEIR" -q -z <"$TMP/a"; "$WEIR" -q -z <"$TMP/b"; } >"$TMP/cat.weir"
 "$WEIR" -q -d -i "$TMP/cat.weir" -f -o "$TMP/out" || fail "concatenated weir streams"
 same "$TMP/ab" "$TMP/out" "weir -d decodes concatenated weir streams"

@@ -72,16 +72,53 @@ static int decode_weir(struct stream_decoder *d, struct outbuf *o, struct weir_e
     return rc;
 }
 
-static int decode_lz4(struct stream_decoder *d, struct outbuf *o, struct weir_error *err)
+static int decode_linked(struct stream_decoder *d, struct outbuf *o, struct weir_error *err)
 {
-    for (;;) {
+    while (d->lz4_linked) {
         size_t n;
         if (out_reserve(o, 65536) || stream_lz4_read(d, o->p + o->len, 65536, &n, err))
             return -1;
-        if (n == 0)
-            return 0;
         o->len += n;
     }
+    return 0;
+}
+
+static int decode_lz4(struct stream_decoder *d, struct outbuf *o, struct weir_error *err)
+{
+    struct outbuf payload = {0};
+    struct stream_content content;
+    int rc = -1;
+    for (;;) {
+        struct stream_block b;
+        int r = stream_lz4_next(d, &b, err);
+        if (r == 0)
+            rc = 0;
+        if (r <= 0)
+            break;
+        if (r == STREAM_LZ4_FRAME) {
+            stream_content_begin(&content, &d->frame);
+        } else if (r == STREAM_LZ4_FRAME_END) {
+            if (stream_content_end(&content, &d->frame, "harness", err))
+                break;
+        } else if (r == STREAM_LZ4_LINKED) {
+            if (decode_linked(d, o, err))
+                break;
+        } else {
+            payload.len = 0;
+            if (out_reserve(&payload, b.wire_len) ||
+                stream_payload(d, payload.p, b.wire_len, err) ||
+                stream_block_end(d, &b, err) || out_reserve(o, b.raw_max))
+                break;
+            long n = codec_decode_block(payload.p, b.wire_len, b.stored, o->p + o->len,
+                                        b.raw_max);
+            if (stream_verify_block(&b, payload.p, o->p + o->len, n, "harness", err))
+                break;
+            stream_content_add(&content, o->p + o->len, (size_t)n);
+            o->len += (size_t)n;
+        }
+    }
+    free(payload.p);
+    return rc;
 }
 
 int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out,

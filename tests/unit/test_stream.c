@@ -1,9 +1,13 @@
 /*
  * test_stream.c - the weir stream survives round trips at awkward sizes, and
- * every truncation and every flipped byte of a stream is rejected.
+ * every truncation and every flipped byte of a stream is rejected.  Plain
+ * LZ4 frames of every kind decode to what liblz4 encoded, and truncations,
+ * flips, wrong sizes and over-long blocks are caught.
  */
+#include <lz4frame.h>
 #include <stdint.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "../fuzz/harness.h"
 #include "check.h"
@@ -113,6 +117,193 @@ static void junk_and_concatenation(void)
     free(enc);
 }
 
+/* ---- plain LZ4 frames ---------------------------------------------------- */
+
+struct lz4_kind {
+    const char *name;
+    LZ4F_blockSizeID_t block;
+    LZ4F_blockMode_t mode;
+    int content_sum, block_sum, content_size;
+};
+
+static const struct lz4_kind lz4_kinds[] = {
+    {"default", LZ4F_max4MB, LZ4F_blockIndependent, 1, 0, 0},
+    {"64k blocks, block checksums", LZ4F_max64KB, LZ4F_blockIndependent, 1, 1, 0},
+    {"64k blocks, content size", LZ4F_max64KB, LZ4F_blockIndependent, 1, 0, 1},
+    {"no checksums", LZ4F_max256KB, LZ4F_blockIndependent, 0, 0, 0},
+    {"linked", LZ4F_max64KB, LZ4F_blockLinked, 1, 1, 1},
+};
+
+static uint8_t *lz4_encode(const uint8_t *data, size_t size, const struct lz4_kind *k,
+                           size_t *len)
+{
+    LZ4F_preferences_t prefs;
+    memset(&prefs, 0, sizeof prefs);
+    prefs.frameInfo.blockSizeID = k->block;
+    prefs.frameInfo.blockMode = k->mode;
+    prefs.frameInfo.contentChecksumFlag = k->content_sum ? LZ4F_contentChecksumEnabled : 0;
+    prefs.frameInfo.blockChecksumFlag = k->block_sum ? LZ4F_blockChecksumEnabled : 0;
+    prefs.frameInfo.contentSize = k->content_size ? size : 0;
+    size_t cap = LZ4F_compressFrameBound(size, &prefs);
+    uint8_t *enc = malloc(cap);
+    CHECK(enc, "malloc");
+    *len = LZ4F_compressFrame(enc, cap, data, size, &prefs);
+    CHECK(!LZ4F_isError(*len), "LZ4F_compressFrame: %s", LZ4F_getErrorName(*len));
+    return enc;
+}
+
+/* Mixed data: compressible text with random stretches. */
+static uint8_t *lz4_data(size_t size)
+{
+    uint8_t *data = malloc(size + 1);
+    fill(data, size, 2);
+    for (size_t off = 0; off + 3000 < size; off += 50000)
+        fill(data + off, 3000, 0);
+    return data;
+}
+
+static void lz4_round_trips(void)
+{
+    size_t sizes[] = {0, 1, 65535, 65536, 65537, 300000};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        uint8_t *data = lz4_data(sizes[i]);
+        for (size_t k = 0; k < sizeof lz4_kinds / sizeof *lz4_kinds; k++) {
+            size_t len, outlen;
+            uint8_t *enc = lz4_encode(data, sizes[i], &lz4_kinds[k], &len), *out;
+            struct weir_error err;
+            for (size_t chunk = 5; chunk < 1000000; chunk *= 1000) {
+                CHECK(harness_decode(enc, len, chunk, &out, &outlen, &err) == 0,
+                      "lz4 %s, %zu bytes: %s", lz4_kinds[k].name, sizes[i], err.msg);
+                CHECK(outlen == sizes[i] && memcmp(out, data, outlen) == 0,
+                      "lz4 %s, %zu bytes: decoded to different data", lz4_kinds[k].name,
+                      sizes[i]);
+                free(out);
+            }
+            free(enc);
+        }
+        free(data);
+    }
+}
+
+/* Cut anywhere near the frame's header, block boundaries and end, and at
+ * every 61st byte: always rejected. */
+static void lz4_truncations(void)
+{
+    size_t size = 200000;
+    uint8_t *data = lz4_data(size);
+    for (size_t k = 0; k < sizeof lz4_kinds / sizeof *lz4_kinds; k++) {
+        size_t len;
+        uint8_t *enc = lz4_encode(data, size, &lz4_kinds[k], &len);
+        for (size_t cut = 0; cut < len; cut++) {
+            if (cut > 40 && cut + 40 < len && cut % 61 != 0)
+                continue;
+            uint8_t *out;
+            size_t outlen;
+            struct weir_error err;
+            int rc = harness_decode(enc, cut, 4096, &out, &outlen, &err);
+            if (rc == 0)
+                free(out);
+            CHECK(rc != 0, "lz4 %s cut at %zu of %zu was accepted", lz4_kinds[k].name, cut,
+                  len);
+            CHECK(err.status == WEIR_EXIT_INTEGRITY, "lz4 cut at %zu: status %d (%s)", cut,
+                  err.status, err.msg);
+        }
+        free(enc);
+    }
+    free(data);
+}
+
+/* With a content checksum, any flipped bit is rejected or decodes to the
+ * very same data (LZ4 ignores a few bits of a block's last sequence). */
+static void lz4_flips(void)
+{
+    size_t size = 70000;   /* two blocks of 64 KiB frames */
+    uint8_t *data = lz4_data(size);
+    for (size_t k = 0; k < sizeof lz4_kinds / sizeof *lz4_kinds; k++) {
+        if (!lz4_kinds[k].content_sum)
+            continue;
+        size_t len;
+        uint8_t *enc = lz4_encode(data, size, &lz4_kinds[k], &len);
+        for (size_t at = 0; at < len; at++) {
+            if (at > 64 && at + 64 < len && at % 7 != 0)
+                continue;
+            for (int bit = 0; bit < 8; bit += 3) {
+                enc[at] ^= (uint8_t)(1u << bit);
+                uint8_t *out;
+                size_t outlen;
+                struct weir_error err;
+                int rc = harness_decode(enc, len, 3000, &out, &outlen, &err);
+                enc[at] ^= (uint8_t)(1u << bit);
+                if (rc == 0) {
+                    CHECK(outlen == size && memcmp(out, data, size) == 0,
+                          "lz4 %s: flipping bit %d of byte %zu of %zu changed the data "
+                          "unnoticed", lz4_kinds[k].name, bit, at, len);
+                    free(out);
+                } else {
+                    CHECK(err.status == WEIR_EXIT_INTEGRITY, "lz4 flip: status %d (%s)",
+                          err.status, err.msg);
+                }
+            }
+        }
+        free(enc);
+    }
+    free(data);
+}
+
+static void expect_lz4_error(const uint8_t *enc, size_t len, const char *what, const char *msg)
+{
+    uint8_t *out;
+    size_t outlen;
+    struct weir_error err;
+    int rc = harness_decode(enc, len, 100000, &out, &outlen, &err);
+    if (rc == 0)
+        free(out);
+    CHECK(rc != 0, "%s was accepted", what);
+    CHECK(err.status == WEIR_EXIT_INTEGRITY && strstr(err.msg, msg) != NULL,
+          "%s: status %d, message '%s', want '%s'", what, err.status, err.msg, msg);
+}
+
+/* Frames that are well formed but lie: a wrong content size (with a valid
+ * header checksum), a block longer than the frame allows, an empty stored
+ * block (valid), junk after the frame. */
+static void lz4_lies(void)
+{
+    size_t size = 100000, len;
+    uint8_t *data = lz4_data(size);
+    struct lz4_kind k = {"sized", LZ4F_max64KB, LZ4F_blockIndependent, 0, 0, 1};
+    uint8_t *enc = lz4_encode(data, size, &k, &len);
+    CHECK(enc[4] & 0x08, "the frame carries its size");
+    codec_put64(enc + 6, size + 1);
+    enc[14] = (uint8_t)(XXH32(enc + 4, 10, 0) >> 8);
+    expect_lz4_error(enc, len, "a frame one byte short of its size", "its header says 100001");
+    free(enc);
+
+    k = (struct lz4_kind){"plain", LZ4F_max64KB, LZ4F_blockIndependent, 1, 0, 0};
+    enc = lz4_encode(data, size, &k, &len);
+    uint8_t *big = malloc(len + 8);
+    memcpy(big, enc, len);
+    codec_put32(big + 7, 65537);
+    expect_lz4_error(big, len, "a block of 65537 bytes in a 64 KiB frame",
+                     "exceeds the frame's maximum of 65536");
+    /* an empty stored block after the header changes nothing */
+    memcpy(big, enc, 7);
+    codec_put32(big + 7, 0x80000000u);
+    memcpy(big + 11, enc + 7, len - 7);
+    uint8_t *out;
+    size_t outlen;
+    struct weir_error err;
+    CHECK(harness_decode(big, len + 4, 100, &out, &outlen, &err) == 0, "empty block: %s",
+          err.msg);
+    CHECK(outlen == size && memcmp(out, data, size) == 0, "empty block: decoded data");
+    free(out);
+    memcpy(big, enc, len);
+    memcpy(big + len, "junk", 4);
+    expect_lz4_error(big, len + 4, "junk after a frame", "no frame starts here");
+    free(big);
+    free(enc);
+    free(data);
+}
+
 int main(void)
 {
     size_t sizes[] = {0, 1, 63, 64, 65, 4095, 4096, 4097, 100000};
@@ -128,5 +319,9 @@ int main(void)
     every_flip(0);
     every_flip(1);
     junk_and_concatenation();
+    lz4_round_trips();
+    lz4_truncations();
+    lz4_flips();
+    lz4_lies();
     CHECK_DONE();
 }
