@@ -14,10 +14,11 @@
 #define MAX_BLOCK (1ULL << 30)
 #define DEFAULT_BLOCK (1ULL << 20)
 #define DEFAULT_MEM (512ULL << 20)
+#define DEFAULT_READAHEAD (64ULL << 20)
 
 enum long_only {
     OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RAW,
-    OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE,
+    OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE, OPT_READAHEAD,
 };
 
 static const struct option long_opts[] = {
@@ -29,6 +30,7 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"raw", no_argument, NULL, OPT_RAW},
     {"size", required_argument, NULL, OPT_SIZE},
+    {"readahead", required_argument, NULL, OPT_READAHEAD},
     {"stop-on-error", no_argument, NULL, OPT_STOP_ON_ERROR},
     {"compress", optional_argument, NULL, 'z'},
     {"decompress", no_argument, NULL, 'd'},
@@ -63,6 +65,7 @@ void options_usage(FILE *out)
 "  -P PCT             start writing when the buffer is PCT% full\n"
 "  -p PCT             after the buffer filled, resume reading below PCT%\n"
 "  -r RATE, -R RATE   limit the read or write rate (bytes/s, k M G T)\n"
+"  --readahead SIZE   read a regular file at most SIZE ahead (default 64M)\n"
 "  --stop-on-error, -e  the first failed output stops everything\n"
 "\n"
 "compression and the weir stream:\n"
@@ -347,6 +350,7 @@ static void defaults(struct weir_options *o)
     o->connect_timeout = 30;
     o->io_timeout = 600;
     o->level = 1;
+    o->readahead = DEFAULT_READAHEAD;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
 }
@@ -403,6 +407,10 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case OPT_SIZE:
         if (options_parse_size(arg, &o->expect_size) || o->expect_size == 0)
             return bad(err, "--size: '%s' is not a valid size", arg);
+        return 0;
+    case OPT_READAHEAD:
+        if (options_parse_size(arg, &o->readahead) || o->readahead == 0)
+            return bad(err, "--readahead: '%s' is not a valid size", arg);
         return 0;
     case 'z':
         o->compress = true;

@@ -232,7 +232,9 @@ bool reader_take_block(struct pipeline *p, uint32_t extra, uint32_t *idx)
         if (p->throttled &&
             used * 100 < (uint64_t)p->pool.nblocks * (uint64_t)p->o->resume_read_pct)
             p->throttled = false;
-        if (!p->throttled && p->pool.nfree > p->out_reserved + extra) {
+        uint64_t promised = used + p->out_reserved + extra;
+        bool within = p->read_window == 0 || promised < p->read_window;
+        if (!p->throttled && within && p->pool.nfree > p->out_reserved + extra) {
             pool_take_locked(&p->pool, idx);
             sync_unlock(&p->lock);
             return true;
@@ -377,6 +379,25 @@ static int plan_buffer(struct pipeline *p, struct weir_error *err)
     return 0;
 }
 
+/* A regular file needs no buffer to cover for it: it can be read at any
+ * time and the kernel reads ahead on its own.  Reading far ahead only takes
+ * memory from the page cache and costs CPU touching fresh pages (measured:
+ * 2 GiB over loopback took 25% longer with the sender 512 MiB ahead than 64
+ * MiB ahead), so such an input is held to --readahead, unless -P or -p ask
+ * for the buffer to fill. */
+static void plan_readahead(struct pipeline *p)
+{
+    const struct weir_options *o = p->o;
+    if (!p->in_ep.regular || o->start_write_pct > 0 || o->resume_read_pct < 100)
+        return;
+    uint64_t window = (o->readahead + p->pool.block_size - 1) / p->pool.block_size;
+    uint64_t least = p->nworkers > 0 ? 2 * (uint64_t)p->nworkers + 4 : 2;
+    if (window < least)
+        window = least;   /* the transform's own needs, as in plan_buffer */
+    if (window < p->pool.nblocks)
+        p->read_window = (uint32_t)window;
+}
+
 int pipeline_create(const struct weir_options *o, struct weir_log *log,
                     struct pipeline **out, struct weir_error *err)
 {
@@ -410,6 +431,7 @@ int pipeline_create(const struct weir_options *o, struct weir_log *log,
     } else if (endpoint_open_input(o->input_path, &p->in_ep, err)) {
         return -1;
     }
+    plan_readahead(p);
     return 0;
 }
 
@@ -443,7 +465,8 @@ static void pipeline_snapshot(struct pipeline *p, struct stats_snapshot *s)
     s->transform = p->encode || p->decoding;
     s->wire_bytes = p->encode ? p->queued_bytes : p->decoding ? s->in_bytes : 0;
     s->held = (uint64_t)(p->pool.nblocks - p->pool.nfree) * p->pool.block_size;
-    s->capacity = (uint64_t)p->pool.nblocks * p->pool.block_size;
+    s->capacity = (uint64_t)(p->read_window ? p->read_window : p->pool.nblocks) *
+                  p->pool.block_size;
     double open_wait = p->empty_since >= 0 ? now - p->empty_since : 0;
     s->t_empty = p->t_empty + (p->empty_on_workers ? 0 : open_wait);
     s->t_workers = p->t_workers + (p->empty_on_workers ? open_wait : 0);

@@ -106,6 +106,7 @@ struct pipeline {
     bool input_done;           /* lock: no slot will be added */
     bool gate_open;            /* lock: -P allows writing */
     bool throttled;            /* lock: -p holds the reader back */
+    uint32_t read_window;      /* blocks a regular-file input may hold; 0: all */
     uint64_t chain;            /* lock: -z trailer chain over ready slots */
     uint64_t chain_total;      /* lock: -z raw bytes over ready slots */
 

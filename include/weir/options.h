@@ -45,6 +45,7 @@ struct weir_options {
     uint64_t read_rate;         /* -r, bytes/s, 0 = unlimited */
     uint64_t write_rate;        /* -R, bytes/s, 0 = unlimited */
     uint64_t expect_size;       /* --size, 0 = unknown */
+    uint64_t readahead;         /* --readahead: how far a regular file is read ahead */
 
     bool force;                 /* -f */
     bool quiet;                 /* -q */

@@ -51,6 +51,8 @@ check "--tapeaware: not supported" --tapeaware
 check "-t: not supported: weir has no file-backed buffers" -t
 check "-T: not supported: weir has no file-backed buffers" -T /tmp/buf
 check "--size: 'lots' is not a valid size" --size lots
+check "--readahead: '0' is not a valid size" --readahead 0
+check "--readahead: 'far' is not a valid size" --readahead far
 "$WEIR" -h >"$TMP/help" || fail "-h exited $?"
 has_msg "$TMP/help" "usage: weir" "-h prints usage on stdout"
 "$WEIR" --version >"$TMP/ver" || fail "--version exited $?"
