@@ -3,6 +3,8 @@
 #include "weir/sync.h"
 
 #include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 void log_init(struct weir_log *log, bool quiet, int verbosity)
@@ -53,23 +55,26 @@ static void log_erase_locked(struct weir_log *log)
 
 void log_msg(struct weir_log *log, enum log_level level, const char *fmt, ...)
 {
+    /* the whole line is formatted first and written at once, so another
+     * process reading the log never sees half a message */
+    char line[2048] = "weir: ";
+    size_t pre = strlen(line);
     va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line + pre, sizeof line - pre - 1, fmt, ap);
+    va_end(ap);
+    size_t len = n < 0 ? pre : pre + (size_t)n;
+    if (len > sizeof line - 2)
+        len = sizeof line - 2;
+    line[len++] = '\n';
     sync_lock(&log->lock);
     if (log_wanted(log, level)) {
         log_erase_locked(log);
-        va_start(ap, fmt);
-        fputs("weir: ", stderr);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-        va_end(ap);
+        fwrite(line, 1, len, stderr);
         fflush(stderr);
     }
     if (log->file) {
-        va_start(ap, fmt);
-        fputs("weir: ", log->file);
-        vfprintf(log->file, fmt, ap);
-        fputc('\n', log->file);
-        va_end(ap);
+        fwrite(line, 1, len, log->file);
         fflush(log->file);
     }
     sync_unlock(&log->lock);
