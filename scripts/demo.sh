@@ -14,7 +14,8 @@ fi
 ninja -C build >/dev/null
 W=build/weir
 tmp=$(mktemp -d)
-trap 'kill $rpid 2>/dev/null; rm -rf "$tmp"' EXIT
+rpid=
+trap 'if [ -n "$rpid" ]; then kill "$rpid" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
 
 # 64 MiB of mixed data (text, binaries, zeros, random), sent over and over
 { cat /usr/share/common-licenses/* 2>/dev/null; find /usr/bin -type f -size -8M \
@@ -40,3 +41,5 @@ echo "the receiver said:"
 sed 's/^/  /' "$tmp/receiver.log"
 echo
 echo "sender exit status $status, receiver exit status $rstatus"
+rpid=
+[ "$status" -eq 0 ] && [ "$rstatus" -eq 0 ]
