@@ -35,6 +35,14 @@
  * blocks that queued jobs were promised (p->out_reserved), so workers never
  * wait for memory and the pipeline cannot deadlock on a full buffer.
  *
+ * A plain LZ4 frame of independent blocks is decoded the same way, but its
+ * content checksum is one XXH32 over the whole frame, so a content cursor
+ * (p->content_seq, p->content_off) hashes the present slots in order
+ * behind the workers.  Whichever thread makes data present and finds the
+ * cursor idle does the hashing, with the lock dropped; the cursor holds
+ * slots back from release like an output, and the reader waits for it at
+ * the frame's end before it judges the checksum.
+ *
  * Each writer has its own cursor (seq, off).  It takes the published range
  * of its slot, writes it with the lock released, and advances.  A block is
  * released when every live output's cursor has passed it (p->tail is the
@@ -44,7 +52,9 @@
  * Back-pressure
  * -------------
  * When no block is free the reader waits on space_cv: the buffer is full
- * and the outputs set the pace.  With -p it then waits until the fill drops
+ * and the outputs set the pace.  A regular-file input waits the same way
+ * once it holds --readahead worth of blocks (p->read_window): a file can be
+ * read later, so weir does not copy more of it than it needs.  With -p it then waits until the fill drops
  * below the mark.  When every writer has caught up it waits on data_cv: the
  * buffer is empty and the input sets the pace.  With -P writers also wait
  * (the "gate") until the buffer is that full, each time it has run empty.
