@@ -52,11 +52,12 @@
  * Back-pressure
  * -------------
  * When no block is free the reader waits on space_cv: the buffer is full
- * and the outputs set the pace.  A regular-file input waits the same way
- * once it holds --readahead worth of blocks (p->read_window): a file can be
- * read later, so weir does not copy more of it than it needs.  With -p it then waits until the fill drops
- * below the mark.  When every writer has caught up it waits on data_cv: the
- * buffer is empty and the input sets the pace.  With -P writers also wait
+ * and the outputs set the pace.  With -p it then waits until the fill drops
+ * below the mark.  A regular-file input also waits once it holds
+ * --readahead worth of blocks (p->read_window): a file can be read later,
+ * so weir does not copy more of it than it needs.  When every writer has
+ * caught up it waits on data_cv: the buffer is empty and the input sets the
+ * pace.  With -P writers also wait
  * (the "gate") until the buffer is that full, each time it has run empty.
  * Time spent empty and full is accounted at each transition and gives the
  * summary its verdict.
