@@ -57,10 +57,9 @@
  * --readahead worth of blocks (p->read_window): a file can be read later,
  * so weir does not copy more of it than it needs.  When every writer has
  * caught up it waits on data_cv: the buffer is empty and the input sets the
- * pace.  With -P writers also wait
- * (the "gate") until the buffer is that full, each time it has run empty.
- * Time spent empty and full is accounted at each transition and gives the
- * summary its verdict.
+ * pace.  With -P writers also wait (the "gate") until the buffer is that
+ * full, each time it has run empty.  Time spent empty and full is accounted
+ * at each transition and gives the summary its verdict.
  *
  * Errors and shutdown
  * -------------------
