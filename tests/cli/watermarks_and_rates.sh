@@ -3,6 +3,7 @@
 # resumes reading only below the mark; -r and -R limit the rate; a regular file
 # is read at most --readahead ahead of a stalled output, unless -P asks for more.
 . "$(dirname "$0")/lib.sh"
+command -v lz4 >/dev/null || fail "lz4 is not installed (scripts/deps.sh installs it)"
 # -P 90: a short input must not come out before the input ends
 ( echo "early"; while [ ! -e "$TMP/go" ]; do sleep 0.05; done; echo "late" ) \
     | "$WEIR" -q -P 90 -s 4k -m 64k >"$TMP/out" &
@@ -77,4 +78,9 @@ gen "$TMP/mix" 30000000 mixed
 "$WEIR" -q -z -T 3 --readahead 1 -i "$TMP/mix" | "$WEIR" -q -d -T 3 >"$TMP/out4" \
     || fail "-z -T 3 with the smallest --readahead"
 same "$TMP/mix" "$TMP/out4" "-z -T 3 with --readahead 1 still has the blocks its workers need"
+{ lz4 -q -B4 -BX -c "$TMP/mix"; lz4 -q -c "$TMP/mix"; } >"$TMP/mix.lz4"
+cat "$TMP/mix" "$TMP/mix" >"$TMP/mix2"
+"$WEIR" -q -d -T 3 --readahead 1 -i "$TMP/mix.lz4" | "$TESTTOOL" slowread 100000000 >"$TMP/out5"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "-d -T 3 --readahead 1 exited ${PIPESTATUS[0]}"
+same "$TMP/mix2" "$TMP/out5" "-d -T 3 of .lz4 frames with --readahead 1 and a slow consumer"
 done_testing
