@@ -68,12 +68,13 @@ valgrind_pass() {
     local vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite)
     local tmp
     tmp=$(mktemp -d)
-    head -c 3000000 /dev/urandom >"$tmp/in"
+    { head -c 1500000 /dev/urandom; yes "weir under valgrind" | head -c 1500000; } >"$tmp/in"
     local cases=(
         "pass-through|build/weir -q -s 64k <$tmp/in >$tmp/out"
         "compress|build/weir -q -z -T 2 -s 64k <$tmp/in >$tmp/z && cp $tmp/in $tmp/out"
         "decode|build/weir -q -d -T 2 <$tmp/z >$tmp/out"
         "tiny buffer|build/weir -q -s 1k -m 4k <$tmp/in >$tmp/out"
+        "lz4 decode|lz4 -q -B4 -BX -c $tmp/in >$tmp/in.lz4 && build/weir -q -d -T 2 <$tmp/in.lz4 >$tmp/out"
     )
     for c in "${cases[@]}"; do
         local label=${c%%|*} cmd=${c#*|}
