@@ -537,6 +537,19 @@ static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
         if (lz4_need(d, 8, err))
             return -1;
         uint32_t len = codec_get32(d->stage + d->pos + 4);
+        if (magic == CODEC_WEIR_MAGIC && len >= 16) {
+            /* weir's records are skippable frames to lz4, but skipping them
+             * here would decode a weir stream without its checks */
+            if (lz4_need(d, 9, err))
+                return -1;
+            unsigned char type = d->stage[d->pos + 8];
+            if (type == 'H')
+                return corrupt(d, err, d->offset,
+                               "a weir stream follows LZ4 data (decode them one at a time)");
+            if (type && strchr("BTSA", type))
+                return corrupt(d, err, d->offset,
+                               "weir stream data without its header inside LZ4 data");
+        }
         consume(d, 8);
         if (lz4_skip(d, len, err))
             return -1;

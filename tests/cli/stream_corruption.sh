@@ -73,6 +73,12 @@ for cut in 4 6 9 500 $((len - 5)) $((len - 1)); do
     head -c "$cut" "$TMP/z" >"$TMP/t"
     decode_fails "$TMP/t" "lz4: truncated at $cut of $len" "truncated LZ4 data"
 done
+# a weir stream is never decoded without its checks: not with its header cut
+# off (its frames alone look like LZ4 data), nor after an LZ4 frame
+"$WEIR" -q -z -s 64k <"$TMP/in" | tail -c +25 >"$TMP/headless"
+decode_fails "$TMP/headless" "weir stream without its header" "without its header"
+{ lz4 -q -c "$TMP/in"; "$WEIR" -q -z <"$TMP/in"; } >"$TMP/lz4weir"
+decode_fails "$TMP/lz4weir" "weir stream after an lz4 frame" "a weir stream follows LZ4 data"
 lz4 -q -B4 -BX -c "$TMP/in" >"$TMP/z"          # with block checksums
 flip 500; decode_fails "$TMP/f" "lz4 -BX: flipped byte in a block" "corrupt data"
 last=$(( $(od -An -tu4 -j 7 -N 4 "$TMP/z") & 0x7fffffff ))
