@@ -111,6 +111,9 @@ static void junk_and_concatenation(void)
     two[len] = 'x';
     CHECK(harness_decode(two, len + 1, 13, &out, &outlen, &err) != 0, "junk accepted");
     CHECK(strstr(err.msg, "junk after the end") != NULL, "junk message: %s", err.msg);
+    CHECK(harness_decode(enc + CODEC_HEADER_SIZE, len - CODEC_HEADER_SIZE, 13, &out, &outlen,
+                         &err) != 0, "a weir stream without its header was accepted");
+    CHECK(strstr(err.msg, "without its header") != NULL, "headless message: %s", err.msg);
     CHECK(harness_decode(two, 0, 13, &out, &outlen, &err) != 0, "empty input accepted");
     CHECK(strstr(err.msg, "empty input") != NULL, "empty message: %s", err.msg);
     free(two);
