@@ -94,27 +94,23 @@ static bool is_weir_record(const unsigned char *p)
     return codec_get32(p) == CODEC_WEIR_MAGIC;
 }
 
-static int lz4_truncated(struct stream_decoder *d, struct weir_error *err)
-{
-    uint64_t at = d->offset + (d->end - d->pos);
-    return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated LZ4 data at byte %llu",
-                     d->src.name, (unsigned long long)at);
-}
-
-/* Make n bytes available, or report the LZ4 data truncated. */
-static int lz4_need(struct stream_decoder *d, size_t n, struct weir_error *err)
-{
-    int r = need(d, n, err);
-    return r < 0 ? -1 : r == 0 ? lz4_truncated(d, err) : 0;
-}
-
+/* The input ended early; "where" (inside what) is said for weir streams. */
 static int truncated(struct stream_decoder *d, struct weir_error *err, const char *where)
 {
-    if (d->kind == STREAM_LZ4)
-        return lz4_truncated(d, err);
     uint64_t at = d->offset + (d->end - d->pos);
+    if (d->kind == STREAM_LZ4)
+        return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated LZ4 data at byte %llu",
+                         d->src.name, (unsigned long long)at);
     return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated weir stream at byte %llu (%s)",
                      d->src.name, (unsigned long long)at, where);
+}
+
+/* Make n bytes available at stage[pos], or report the input truncated. */
+static int require(struct stream_decoder *d, size_t n, const char *where,
+                   struct weir_error *err)
+{
+    int r = need(d, n, err);
+    return r < 0 ? -1 : r == 0 ? truncated(d, err, where) : 0;
 }
 
 static const unsigned char weir_magic[4] = {0x57, 0x2A, 0x4D, 0x18};
@@ -197,16 +193,12 @@ size_t stream_take_staged(struct stream_decoder *d, void *dst, size_t cap)
 static int read_record(struct stream_decoder *d, uint32_t *len, const char *where,
                        struct weir_error *err)
 {
-    int r = need(d, 8, err);
-    if (r <= 0)
-        return r < 0 ? -1 : truncated(d, err, where);
+    if (require(d, 8, where, err))
+        return -1;
     *len = codec_get32(d->stage + d->pos + 4);
     if (*len < 16 || *len > 16 + CODEC_STATUS_MAX)
         return corrupt(d, err, d->offset, "malformed weir record (bad length)");
-    r = need(d, 8 + *len, err);
-    if (r <= 0)
-        return r < 0 ? -1 : truncated(d, err, where);
-    return 0;
+    return require(d, 8 + *len, where, err);
 }
 
 static int parse_header(struct stream_decoder *d, struct weir_error *err)
@@ -288,9 +280,8 @@ static int parse_record(struct stream_decoder *d, struct weir_error *err)
 static int parse_frame_start(struct stream_decoder *d, struct stream_block *b,
                              struct weir_error *err)
 {
-    int r = need(d, CODEC_FRAME_PREFIX, err);
-    if (r <= 0)
-        return r < 0 ? -1 : truncated(d, err, "inside a block header");
+    if (require(d, CODEC_FRAME_PREFIX, "inside a block header", err))
+        return -1;
     const unsigned char *p = d->stage + d->pos;
     if (p[4] != 0x60 || (p[5] & 0x8F) != 0 || p[5] < 0x40)
         return corrupt(d, err, d->offset, "unexpected LZ4 frame options in a weir stream");
@@ -395,16 +386,15 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
 {
     if (b->lz4) {
         if (b->has_sum) {
-            if (lz4_need(d, 4, err))
+            if (require(d, 4, "LZ4 data", err))
                 return -1;
             b->hash = codec_get32(d->stage + d->pos);
             consume(d, 4);
         }
         return 0;
     }
-    int r = need(d, 4, err);
-    if (r <= 0)
-        return r < 0 ? -1 : truncated(d, err, "after a block");
+    if (require(d, 4, "after a block", err))
+        return -1;
     if (codec_get32(d->stage + d->pos) != 0)
         return corrupt(d, err, d->offset, "block frame holds more than one block");
     consume(d, 4);
@@ -474,7 +464,7 @@ static int lz4_skip(struct stream_decoder *d, uint64_t n, struct weir_error *err
         if (d->pos == d->end) {
             int r = fill(d, err);
             if (r <= 0)
-                return r < 0 ? -1 : lz4_truncated(d, err);
+                return r < 0 ? -1 : truncated(d, err, "LZ4 data");
         }
         size_t take = d->end - d->pos;
         if (take > n)
@@ -489,7 +479,7 @@ static int lz4_skip(struct stream_decoder *d, uint64_t n, struct weir_error *err
  * STREAM_LZ4_LINKED (left staged for liblz4). */
 static int lz4_frame_header(struct stream_decoder *d, struct weir_error *err)
 {
-    if (lz4_need(d, 7, err))
+    if (require(d, 7, "LZ4 data", err))
         return -1;
     const unsigned char *p = d->stage + d->pos;
     unsigned flg = p[4], bd = p[5];
@@ -498,7 +488,7 @@ static int lz4_frame_header(struct stream_decoder *d, struct weir_error *err)
     if ((flg & 0x02) || (bd & 0x8F) || (bd >> 4) < 4)
         return corrupt(d, err, d->offset, "corrupt LZ4 frame header (reserved bits set)");
     size_t len = 7 + ((flg & 0x08) ? 8 : 0) + ((flg & 0x01) ? 4 : 0);
-    if (lz4_need(d, len, err))
+    if (require(d, len, "LZ4 data", err))
         return -1;
     p = d->stage + d->pos;
     if (((XXH32(p + 4, len - 5, 0) >> 8) & 0xFF) != p[len - 1])
@@ -527,20 +517,20 @@ static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
         int r = need(d, 1, err);
         if (r <= 0)
             return r;
-        if (lz4_need(d, 4, err))
+        if (require(d, 4, "LZ4 data", err))
             return -1;
         uint32_t magic = codec_get32(d->stage + d->pos);
         if (magic == CODEC_LZ4_MAGIC)
             return lz4_frame_header(d, err);
         if (magic < CODEC_SKIP_MAGIC_MIN || magic > CODEC_SKIP_MAGIC_MAX)
             return corrupt(d, err, d->offset, "corrupt LZ4 data: no frame starts here");
-        if (lz4_need(d, 8, err))
+        if (require(d, 8, "LZ4 data", err))
             return -1;
         uint32_t len = codec_get32(d->stage + d->pos + 4);
         if (magic == CODEC_WEIR_MAGIC && len >= 16) {
             /* weir's records are skippable frames to lz4, but skipping them
              * here would decode a weir stream without its checks */
-            if (lz4_need(d, 9, err))
+            if (require(d, 9, "LZ4 data", err))
                 return -1;
             unsigned char type = d->stage[d->pos + 8];
             if (type == 'H')
@@ -561,14 +551,14 @@ int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct wei
     if (!d->lz4_in_frame)
         return lz4_between_frames(d, err);
     for (;;) {
-        if (lz4_need(d, 4, err))
+        if (require(d, 4, "LZ4 data", err))
             return -1;
         uint32_t word = codec_get32(d->stage + d->pos);
         uint64_t at = d->offset;
         consume(d, 4);
         if (word == 0) {
             if (d->frame.content_sum) {
-                if (lz4_need(d, 4, err))
+                if (require(d, 4, "LZ4 data", err))
                     return -1;
                 d->frame.sum = codec_get32(d->stage + d->pos);
                 consume(d, 4);
@@ -591,7 +581,6 @@ int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct wei
         b->raw_max = d->frame.block_max;
         b->has_sum = d->frame.block_sums;
         b->seq = d->lz4_blocks++;
-        b->raw_len = b->stored ? size : 0;
         if (size > 0)
             return STREAM_LZ4_BLOCK;
         /* an empty stored block: nothing to decode, only its checksum */
@@ -618,7 +607,7 @@ int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
             if (r < 0)
                 return -1;
             if (r == 0)
-                return lz4_truncated(d, err);
+                return truncated(d, err, "LZ4 data");
         }
         size_t out = cap, in = d->end - d->pos;
         size_t hint = LZ4F_decompress(d->lz4, dst, &out, d->stage + d->pos, &in, NULL);

@@ -58,8 +58,8 @@ struct stream_block {
     uint32_t raw_max;     /* LZ4: the frame's block maximum */
     bool has_sum;         /* LZ4: the frame carries block checksums */
     /* weir: from the block's record, after stream_block_end();
-     * LZ4: seq counts blocks from the start of the input, raw_len is known
-     * for stored blocks only, hash is the XXH32 block checksum if has_sum */
+     * LZ4: seq counts blocks from the start of the input, raw_len is unused,
+     * hash is the XXH32 block checksum if has_sum */
     uint64_t seq;
     uint32_t raw_len;
     uint64_t hash;
