@@ -203,6 +203,7 @@ void content_catch_up_locked(struct pipeline *p)
     if (!p->content_on || p->content_busy)
         return;
     p->content_busy = true;
+    bool moved = false;
     while (p->content_seq < p->ready && !atomic_load(&p->stop)) {
         struct slot *s = &p->ring[p->content_seq & p->mask];
         size_t from = p->content_off, to = s->len;
@@ -211,6 +212,7 @@ void content_catch_up_locked(struct pipeline *p)
                 break;
             p->content_seq++;
             p->content_off = 0;
+            moved = true;
             continue;
         }
         /* the cursor holds the slot: it stays put while the lock is dropped */
@@ -219,10 +221,14 @@ void content_catch_up_locked(struct pipeline *p)
         stream_content_add(&p->content, data + from, to - from);
         sync_lock(&p->lock);
         p->content_off = to;
+        moved = true;
     }
     p->content_busy = false;
-    release_locked(p);
-    sync_broadcast(&p->space_cv);   /* the reader may wait for the frame's end */
+    /* nothing moved: the lock was never dropped, so nobody saw us busy */
+    if (moved) {
+        release_locked(p);
+        sync_broadcast(&p->space_cv);   /* the reader may wait for the frame's end */
+    }
 }
 
 void gate_check_locked(struct pipeline *p)
@@ -354,6 +360,13 @@ static int open_outputs(struct pipeline *p, struct weir_error *err)
 
 /* Block geometry: a transform needs room for a frame's overhead, decoding
  * needs blocks that hold the largest LZ4 block, and workers need spares. */
+/* The fewest blocks the pipeline runs with: a transform's staging and
+ * output blocks for every worker, and a few for the reader and writers. */
+static uint64_t transform_blocks(const struct pipeline *p)
+{
+    return p->nworkers > 0 ? 2 * (uint64_t)p->nworkers + 4 : 2;
+}
+
 static int plan_buffer(struct pipeline *p, struct weir_error *err)
 {
     const struct weir_options *o = p->o;
@@ -370,9 +383,8 @@ static int plan_buffer(struct pipeline *p, struct weir_error *err)
     }
     if (p->encode || p->may_decode) {
         p->nworkers = o->threads;
-        uint64_t need = 2 * (uint64_t)p->nworkers + 4;
-        if (nblocks < need)
-            nblocks = need;   /* documented: a transform needs a few blocks */
+        if (nblocks < transform_blocks(p))
+            nblocks = transform_blocks(p);   /* documented: a transform needs a few */
     }
     p->wire_block_max = block < CODEC_BLOCK_MAX ? (uint32_t)block : CODEC_BLOCK_MAX;
     if (pool_init(&p->pool, (size_t)block, (uint32_t)nblocks, err))
@@ -401,9 +413,8 @@ static void plan_readahead(struct pipeline *p)
     if (!p->in_ep.regular || o->start_write_pct > 0 || o->resume_read_pct < 100)
         return;
     uint64_t window = (o->readahead + p->pool.block_size - 1) / p->pool.block_size;
-    uint64_t least = p->nworkers > 0 ? 2 * (uint64_t)p->nworkers + 4 : 2;
-    if (window < least)
-        window = least;   /* the transform's own needs, as in plan_buffer */
+    if (window < transform_blocks(p))
+        window = transform_blocks(p);
     if (window < p->pool.nblocks)
         p->read_window = (uint32_t)window;
 }
