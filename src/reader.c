@@ -301,6 +301,13 @@ static int compressed_block(struct pipeline *p, struct stream_decoder *d,
     return 0;
 }
 
+/* A block of a weir stream or of a split LZ4 frame, whose payload follows. */
+static int decode_block(struct pipeline *p, struct stream_decoder *d, struct stream_block *b,
+                        struct weir_error *e)
+{
+    return b->stored ? stored_block(p, d, b, e) : compressed_block(p, d, b, e);
+}
+
 static void decode_weir(struct reader *r, struct stream_decoder *d)
 {
     struct pipeline *p = r->p;
@@ -311,7 +318,7 @@ static void decode_weir(struct reader *r, struct stream_decoder *d)
         if (rc == 0)
             return;
         if (rc > 0)
-            rc = b.stored ? stored_block(p, d, &b, &e) : compressed_block(p, d, &b, &e);
+            rc = decode_block(p, d, &b, &e);
         if (rc > 0)
             return;    /* stopping */
         if (rc < 0) {
@@ -387,7 +394,7 @@ static void decode_lz4(struct reader *r, struct stream_decoder *d)
             rc = 0;
             break;
         case STREAM_LZ4_BLOCK:
-            rc = b.stored ? stored_block(p, d, &b, &e) : compressed_block(p, d, &b, &e);
+            rc = decode_block(p, d, &b, &e);
             break;
         case STREAM_LZ4_FRAME_END:
             rc = lz4_frame_end(p, d, &e);
