@@ -48,11 +48,10 @@ same "$TMP/in" "$TMP/slow.out" "when the sender exits 0 the slow receiver has wr
 wait_bounded "$LPID" 10
 
 # 4. the receiver is interrupted: the sender fails with its reason
-listen /dev/null "$TMP/lerr" -q -R 1M -o /dev/null
+listen /dev/null "$TMP/lerr" -R 1M -o /dev/null
 bg "$WEIR" -q -O "127.0.0.1:$LPORT" -i /dev/zero
 spid=$BPID
-wait_for "$TMP/lerr" "" 1
-sleep 0.3
+wait_for "$TMP/lerr" "connection from" 10   # the transfer is under way
 kill -INT "$LPID"
 wait_bounded "$LPID" 10
 [ "$STATUS" -eq 130 ] || fail "interrupted receiver: exit $STATUS"
