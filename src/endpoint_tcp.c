@@ -362,12 +362,14 @@ int tcp_connect(const struct output_spec *spec, const struct weir_options *o,
         }
         if (last == ECANCELED || atomic_load(stop))
             return error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "%s: connect", ep->name);
-        if (clock_now() + backoff > deadline || o->connect_timeout <= 0)
+        double now = clock_now();
+        if (now >= deadline || o->connect_timeout <= 0)
             break;
         if (attempt == 0)
             log_msg(log, LOG_INFO, "%s: %s; retrying for up to %g s", ep->name,
                     strerror(last), o->connect_timeout);
-        pause_until(clock_now() + backoff, stop);
+        /* the last attempt is made at the deadline, not a backoff before it */
+        pause_until(now + backoff < deadline ? now + backoff : deadline, stop);
         backoff = backoff * 2 > 1.0 ? 1.0 : backoff * 2;
     }
     if (o->connect_timeout > 0)

@@ -18,7 +18,7 @@
 
 enum long_only {
     OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RAW,
-    OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE, OPT_READAHEAD,
+    OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE, OPT_READAHEAD, OPT_NO_SYNC,
 };
 
 static const struct option long_opts[] = {
@@ -32,6 +32,7 @@ static const struct option long_opts[] = {
     {"size", required_argument, NULL, OPT_SIZE},
     {"readahead", required_argument, NULL, OPT_READAHEAD},
     {"stop-on-error", no_argument, NULL, OPT_STOP_ON_ERROR},
+    {"no-sync", no_argument, NULL, OPT_NO_SYNC},
     {"compress", optional_argument, NULL, 'z'},
     {"decompress", no_argument, NULL, 'd'},
     {"threads", required_argument, NULL, 'T'},
@@ -64,9 +65,11 @@ void options_usage(FILE *out)
 "  -b NUM             number of blocks (sets -m to NUM * -s)\n"
 "  -P PCT             start writing when the buffer is PCT% full\n"
 "  -p PCT             after the buffer filled, resume reading below PCT%\n"
-"  -r RATE, -R RATE   limit the read or write rate (bytes/s, k M G T)\n"
+"  -r RATE, -R RATE   limit the read or write rate (bytes/s, k M G T P)\n"
 "  --readahead SIZE   read a regular file at most SIZE ahead (default 64M)\n"
 "  --stop-on-error, -e  the first failed output stops everything\n"
+"  --no-sync          do not flush file and device outputs to stable storage\n"
+"                     before reporting success (faster, not crash-safe)\n"
 "\n"
 "compression and the weir stream:\n"
 "  -z, --compress[=LEVEL]  LZ4-compress what is sent (LEVEL > 2 uses LZ4HC)\n"
@@ -80,7 +83,7 @@ void options_usage(FILE *out)
 "  -l FILE            also log messages to FILE\n"
 "  -h, --help         this text;  -V, --version  the version\n"
 "\n"
-"Sizes take k M G T (binary). Exit status: 0 ok, 1 resources, 2 usage, 3 input,\n"
+"Sizes take k M G T P (binary). Exit status: 0 ok, 1 resources, 2 usage, 3 input,\n"
 "4 output, 5 network, 6 data integrity, 128+N signal N. See weir(1).\n",
         out);
 }
@@ -94,7 +97,7 @@ int options_parse_size(const char *s, uint64_t *out)
     size_t digits = strspn(s, "0123456789");
     if (s[digits] == '.')
         digits += 1 + strspn(s + digits + 1, "0123456789");
-    if (strchr("kKmMgGtTbB", s[digits]) == NULL)   /* no exponents, no hex */
+    if (strchr("kKmMgGtTpPbB", s[digits]) == NULL)   /* no exponents, no hex */
         return -1;
     errno = 0;
     char *end;
@@ -107,6 +110,7 @@ int options_parse_size(const char *s, uint64_t *out)
     case 'm': case 'M': mult = 1048576.0; end++; break;
     case 'g': case 'G': mult = 1073741824.0; end++; break;
     case 't': case 'T': mult = 1099511627776.0; end++; break;
+    case 'p': case 'P': mult = 1125899906842624.0; end++; break;
     default: break;
     }
     if (mult > 1 && end[0] == 'i' && end[1] == 'B')
@@ -146,8 +150,13 @@ static int parse_secs(const char *opt, const char *s, double *out, struct weir_e
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < 0 || v > 31536000)
+    /* the bound keeps every conversion to milliseconds within an int (the
+     * type of poll()'s timeout and of TCP_USER_TIMEOUT) */
+    if (errno || end == s || *end || !isfinite(v) || v < 0)
         return bad(err, "%s: '%s' is not a number of seconds", opt, s);
+    if (v > OPTIONS_MAX_SECS)
+        return bad(err, "%s: %s seconds is too long (at most %d, about 24 days)", opt, s,
+                   OPTIONS_MAX_SECS);
     *out = v;
     return 0;
 }
@@ -262,11 +271,15 @@ static int resolve_sizes(struct weir_options *o, const struct raw_sizes *r,
     if (phys && o->mem > phys)
         return bad(err, "-m: the buffer (%s) is larger than physical memory",
                    r->mem ? r->mem : r->blocks);
-    if (o->block > o->mem)
-        return bad(err, "-s: the block size is larger than the buffer (-m)");
     o->nblocks = o->mem / o->block;
+    if (o->nblocks < 2 && r->block)
+        return bad(err, "-m and -s: a buffer of %llu bytes holds fewer than 2 blocks of %s",
+                   (unsigned long long)o->mem, r->block);
+    if (o->nblocks < 2 && !r->mem)
+        return bad(err, "-b: the buffer must hold at least 2 blocks");
     if (o->nblocks < 2)
-        return bad(err, "-m: the buffer must hold at least 2 blocks of -s bytes");
+        return bad(err, "-m: %s holds fewer than 2 blocks of the default block size (1M); "
+                   "give a smaller -s as well", r->mem);
     if (o->nblocks > (1u << 24))
         return bad(err, "-s: too many blocks (more than 16777216); use a larger -s");
     o->mem = o->nblocks * o->block;
@@ -404,6 +417,7 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         return parse_secs("--accept-timeout", arg, &o->accept_timeout, err);
     case OPT_TIMEOUT: return parse_secs("--timeout", arg, &o->io_timeout, err);
     case OPT_RAW: o->raw = true; return 0;
+    case OPT_NO_SYNC: o->no_sync = true; return 0;
     case OPT_SIZE:
         if (options_parse_size(arg, &o->expect_size) || o->expect_size == 0)
             return bad(err, "--size: '%s' is not a valid size", arg);
@@ -411,6 +425,8 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case OPT_READAHEAD:
         if (options_parse_size(arg, &o->readahead) || o->readahead == 0)
             return bad(err, "--readahead: '%s' is not a valid size", arg);
+        if (o->readahead > OPTIONS_MAX_READAHEAD)
+            return bad(err, "--readahead: %s is larger than any buffer (at most 1P)", arg);
         return 0;
     case 'z':
         o->compress = true;

@@ -83,6 +83,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pipeline_int.h"
@@ -341,7 +342,32 @@ static void setup_output(struct pipeline *p, struct output *out, const struct ou
     out->expects_status = tcp && !p->o->raw;
 }
 
-static int open_outputs(struct pipeline *p, struct weir_error *err)
+/* Two endpoints that are one file: writing one would destroy the other
+ * (weir -i f -o f, weir -i f >> f, -o a -o a, -l f -o f). */
+static int refuse_same(const struct endpoint *a, const struct endpoint *b,
+                       struct weir_error *err)
+{
+    if (!endpoint_same_file(a, b))
+        return 0;
+    return error_set(err, WEIR_EXIT_USAGE, "%s and %s are the same file", a->name, b->name);
+}
+
+/* The same for the -l file, which is closed first: the message saying so
+ * must not be appended to the very file it protects. */
+static int refuse_log(struct pipeline *p, const struct endpoint *ep,
+                      const struct endpoint *log_ep, struct weir_error *err)
+{
+    if (!endpoint_same_file(ep, log_ep))
+        return 0;
+    log_close(p->log);
+    return error_set(err, WEIR_EXIT_USAGE, "%s and %s are the same file", ep->name,
+                     log_ep->name);
+}
+
+/* Open every file output and check it against the input, the log and the
+ * other outputs.  Nothing is truncated until every check has passed. */
+static int open_outputs(struct pipeline *p, const struct endpoint *log_ep,
+                        struct weir_error *err)
 {
     const struct weir_options *o = p->o;
     static const struct output_spec stdout_spec = {.kind = OUTPUT_FILE, .path = "-"};
@@ -350,10 +376,35 @@ static int open_outputs(struct pipeline *p, struct weir_error *err)
         setup_output(p, &p->out[i], o->noutputs ? &o->outputs[i] : &stdout_spec);
     for (int i = 0; i < p->nout; i++) {
         struct output *out = &p->out[i];
-        if (out->spec->kind == OUTPUT_FILE &&
-            endpoint_open_output(out->spec->path, o->force, &out->ep, err))
+        if (out->spec->kind != OUTPUT_FILE)
+            continue;
+        if (endpoint_open_output(out->spec->path, o->force, o->stdout_closed, &out->ep,
+                                 err)) {
+            /* -o a -o ./a: the second open finds the file the first created */
+            struct stat st;
+            if (stat(out->spec->path, &st) == 0) {
+                struct endpoint again;
+                endpoint_none(&again);
+                snprintf(again.name, sizeof again.name, "output %s", out->spec->path);
+                again.identified = true;
+                again.dev = st.st_dev;
+                again.ino = st.st_ino;
+                again.mode = st.st_mode;
+                for (int j = 0; j < i; j++)
+                    if (refuse_same(&again, &p->out[j].ep, err))
+                        return -1;
+            }
             return -1;
+        }
+        if (refuse_same(&out->ep, &p->in_ep, err) || refuse_log(p, &out->ep, log_ep, err))
+            return -1;
+        for (int j = 0; j < i; j++)
+            if (refuse_same(&out->ep, &p->out[j].ep, err))
+                return -1;
     }
+    for (int i = 0; i < p->nout; i++)
+        if (endpoint_truncate(&p->out[i].ep, err))
+            return -1;
     p->live = p->nout;
     return 0;
 }
@@ -441,16 +492,31 @@ int pipeline_create(const struct weir_options *o, struct weir_log *log,
     p->encode = o->compress;
     p->may_decode = o->decode || (o->listen && !o->raw);
     ratelimit_init(&p->read_rl, o->read_rate);
-    if (plan_buffer(p, err) || open_outputs(p, err))
+    if (plan_buffer(p, err))
         return -1;
+    /* the input first: a start that fails leaves no output behind */
     if (o->listen) {
         if (tcp_listen(o, &p->listener, err))
             return -1;
+    } else if (endpoint_open_input(o->input_path, o->stdin_closed, &p->in_ep, err)) {
+        return -1;
+    }
+    struct endpoint log_ep;
+    endpoint_none(&log_ep);
+    if (log->file) {
+        char name[300];
+        snprintf(name, sizeof name, "log %s", o->log_path);
+        endpoint_identify(&log_ep, fileno(log->file), name);
+    }
+    if (refuse_log(p, &p->in_ep, &log_ep, err) || open_outputs(p, &log_ep, err)) {
+        for (int i = 0; i < p->nout; i++)
+            endpoint_discard(&p->out[i].ep);
+        return -1;
+    }
+    if (o->listen) {
         /* with port 0 the caller cannot know the port otherwise: say it even with -q */
         log_msg(log, strcmp(o->listen_port, "0") == 0 ? LOG_NOTICE : LOG_INFO,
                 "listening on %s", p->listener.addr);
-    } else if (endpoint_open_input(o->input_path, &p->in_ep, err)) {
-        return -1;
     }
     plan_readahead(p);
     return 0;

@@ -122,6 +122,10 @@ void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, siz
         if (n < 0 || (size_t)n >= len)
             return;
     }
+    /* a verdict on which side was slower means nothing for a transfer that
+     * failed or moved nothing */
+    if (!complete || s->data_bytes == 0)
+        return;
     char why[128];
     snprintf(buf + n, len - (size_t)n,
              "; buffer empty %.0f%% and full %.0f%% of the time: %s", empty * 100,

@@ -221,6 +221,7 @@ static int parse_header(struct stream_decoder *d, struct weir_error *err)
     if (block_max == 0 || block_max > CODEC_BLOCK_MAX)
         return corrupt(d, err, d->offset, "malformed weir header (block size)");
     d->block_max = block_max;
+    d->compressed = (p[14] & CODEC_HEADER_COMPRESSED) != 0;
     d->in_stream = true;
     d->seq = d->total = 0;
     d->chain = codec_chain_start(p);
@@ -288,7 +289,14 @@ static int parse_frame_start(struct stream_decoder *d, struct stream_block *b,
     unsigned code = p[5] >> 4;
     if (code < 4 || ((XXH32(p + 4, 2, 0) >> 8) & 0xFF) != p[6])
         return corrupt(d, err, d->offset, "corrupt LZ4 frame header");
+    /* one encoding per block: the frame declares the stream's block maximum */
+    if (code != codec_bd_code(d->block_max))
+        return corrupt(d, err, d->offset,
+                       "block frame's maximum size differs from the stream header's");
     uint32_t word = codec_get32(p + 7);
+    if (!(word & 0x80000000u) && !d->compressed)
+        return corrupt(d, err, d->offset,
+                       "compressed block in a stream whose header says its blocks are stored");
     uint32_t size = word & 0x7FFFFFFFu;
     uint32_t limit = codec_bd_size(code) < d->block_max ? codec_bd_size(code) : d->block_max;
     if (size == 0)

@@ -334,6 +334,9 @@ void *writer_main(void *arg)
         rc = writer_loop(o, &e);
     if (rc == 0)
         rc = writer_end(o, &e);
+    /* success is only reported for data a crash cannot take back */
+    if (rc == 0 && !p->o->no_sync && endpoint_sync(&o->ep, &e))
+        rc = 1;
     if (rc == 1)
         output_fail(o, &e);
     if (rc != 0)

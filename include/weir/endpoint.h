@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "weir/error.h"
 #include "weir/log.h"
@@ -30,17 +31,44 @@
 struct endpoint {
     int fd;              /* -1 when not open */
     char name[300];      /* for messages: "<stdin>", "<stdout>", a path, host:port */
+    const char *path;    /* a file weir opened by name, or NULL */
     bool is_socket;
     bool owned;          /* weir opened it and must close it */
     bool regular;        /* a regular file */
+    bool blockdev;       /* a block device */
+    bool created;        /* weir created the file (its directory entry is new) */
+    bool identified;     /* dev and ino below are valid */
+    dev_t dev;
+    ino_t ino;
+    mode_t mode;
 };
 
 void endpoint_none(struct endpoint *ep);
-/* path NULL or "-": stdin.  Input errors are WEIR_EXIT_INPUT. */
-int endpoint_open_input(const char *path, struct endpoint *ep, struct weir_error *err);
-/* path "-": stdout.  An existing regular file is refused unless force. */
-int endpoint_open_output(const char *path, bool force, struct endpoint *ep,
+/* path NULL or "-": stdin; closed says descriptor 0 was closed when weir
+ * started (main() put /dev/null there), which is an input error, not an
+ * empty input.  Input errors are WEIR_EXIT_INPUT. */
+int endpoint_open_input(const char *path, bool closed, struct endpoint *ep,
+                        struct weir_error *err);
+/* path "-": stdout (closed: as for stdin).  An existing regular file is
+ * refused unless force; it is not truncated yet (endpoint_truncate), so
+ * that a start that fails later leaves it untouched. */
+int endpoint_open_output(const char *path, bool force, bool closed, struct endpoint *ep,
                          struct weir_error *err);
+/* -f: empty an existing regular output, once every check has passed. */
+int endpoint_truncate(struct endpoint *ep, struct weir_error *err);
+/* True when a and b are one file, so that writing one destroys the other.
+ * Character devices (/dev/null, a terminal) and sockets are never "the
+ * same file": writing them does not change what reading them gives. */
+bool endpoint_same_file(const struct endpoint *a, const struct endpoint *b);
+/* Record the identity of an open descriptor that is not an endpoint (the
+ * -l file), for endpoint_same_file. */
+void endpoint_identify(struct endpoint *ep, int fd, const char *name);
+/* Flush a regular file or block device to stable storage (fdatasync), and
+ * the directory of a file weir created (fsync), so that success is only
+ * reported for data a crash cannot take back.  Anything else: nothing. */
+int endpoint_sync(struct endpoint *ep, struct weir_error *err);
+/* Remove a file weir created, after a start that failed. */
+void endpoint_discard(struct endpoint *ep);
 /* Close, reporting errors that only appear at close (NFS, some quotas).
  * status is the exit status to use for such an error. */
 int endpoint_close(struct endpoint *ep, int status, struct weir_error *err);

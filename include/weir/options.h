@@ -18,6 +18,8 @@
 #include "weir/error.h"
 
 #define WEIR_MAX_OUTPUTS 16
+#define OPTIONS_MAX_SECS 2147483               /* seconds, so that ms fit an int */
+#define OPTIONS_MAX_READAHEAD (1ULL << 50)     /* 1 PiB */
 
 enum output_kind { OUTPUT_FILE, OUTPUT_TCP };
 
@@ -62,6 +64,12 @@ struct weir_options {
     int level;                  /* compression level, 1 = fast LZ4 */
     bool decode;                /* -d */
     int threads;                /* -T */
+
+    bool no_sync;               /* --no-sync: do not flush outputs to stable storage */
+
+    /* Not from argv: main() found these standard descriptors closed at
+     * startup and put /dev/null there, so using one is an error. */
+    bool stdin_closed, stdout_closed;
 
     bool help;                  /* -h: print usage and exit 0 */
     bool version;               /* -V: print version and exit 0 */

@@ -92,6 +92,7 @@ struct stream_decoder {
     enum stream_kind kind;
     bool in_stream;         /* WEIR: a header was read and no trailer yet */
     uint32_t block_max;
+    bool compressed;        /* WEIR: the header allows compressed blocks */
     uint64_t seq, total, chain, streams;
     void *lz4;              /* LZ4F_dctx, for frames handed back whole */
     bool lz4_linked;        /* inside a frame handed back whole */

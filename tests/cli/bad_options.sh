@@ -17,7 +17,9 @@ check "unknown option '--frobnicate'" --frobnicate
 check "option '-s' needs a value" -s
 check "-s: '12q' is not a valid size" -s 12q
 check "-m: '0': the buffer cannot be empty" -m 0
-check "-s: the block size is larger than the buffer" -m 1M -s 2M
+check "-m and -s: a buffer of 1048576 bytes holds fewer than 2 blocks of 2M" -m 1M -s 2M
+check "-m: 64k holds fewer than 2 blocks of the default block size (1M)" -m 64k
+check "-b: the buffer must hold at least 2 blocks" -b 1
 check "larger than physical memory" -m 100T
 check "-m: '150%' is not a percentage of memory" -m 150%
 check "-P: '101' is not a percentage" -P 101

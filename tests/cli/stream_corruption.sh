@@ -33,8 +33,8 @@ flip() {   # flip OFFSET -> $TMP/f
         | dd of="$TMP/f" bs=1 seek="$1" conv=notrunc status=none
 }
 flip 9; decode_fails "$TMP/f" "flipped header byte" "malformed weir header"
-flip 14; decode_fails "$TMP/f" "flipped header flag" "trailer does not match"
-flip 17; decode_fails "$TMP/f" "flipped header block size" "trailer does not match"
+flip 14; decode_fails "$TMP/f" "flipped header flag" "header says its blocks are stored"
+flip 17; decode_fails "$TMP/f" "flipped header block size" "differs from the stream header's"
 flip 13; decode_fails "$TMP/f" "flipped version byte" "version"
 flip $((35 + 100)); decode_fails "$TMP/f" "flipped block byte" "corrupt data"
 flip $((b1 - 5)); decode_fails "$TMP/f" "flipped checksum byte" "checksum mismatch"

@@ -11,6 +11,8 @@
  *   short_write=M       write()/writev() move at most M bytes per call (the
  *                       real call, with a smaller count)
  *   mmap_enomem=BYTES   mmap() of BYTES or more fails with ENOMEM
+ *   fdatasync_eio=1     fdatasync() fails with EIO (a writeback error)
+ *   fsync_eio=1         fsync() fails with EIO (weir fsyncs only directories)
  *
  * Everything else passes straight through to libc.
  */
@@ -61,6 +63,8 @@ static __typeof__(writev) *real_writev;
 static __typeof__(poll) *real_poll;
 static __typeof__(close) *real_close;
 static __typeof__(mmap) *real_mmap;
+static __typeof__(fdatasync) *real_fdatasync;
+static __typeof__(fsync) *real_fsync;
 
 __attribute__((constructor)) static void shim_init(void)
 {
@@ -70,6 +74,8 @@ __attribute__((constructor)) static void shim_init(void)
     real_poll = (__typeof__(poll) *)dlsym(RTLD_NEXT, "poll");
     real_close = (__typeof__(close) *)dlsym(RTLD_NEXT, "close");
     real_mmap = (__typeof__(mmap) *)dlsym(RTLD_NEXT, "mmap");
+    real_fdatasync = (__typeof__(fdatasync) *)dlsym(RTLD_NEXT, "fdatasync");
+    real_fsync = (__typeof__(fsync) *)dlsym(RTLD_NEXT, "fsync");
 }
 
 #define REAL(fn) if (!real_##fn) shim_init()
@@ -198,4 +204,24 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
         return MAP_FAILED;
     }
     return real_mmap(addr, len, prot, flags, fd, off);
+}
+
+int fdatasync(int fd)
+{
+    REAL(fdatasync);
+    if (fault("fdatasync_eio")) {
+        errno = EIO;
+        return -1;
+    }
+    return real_fdatasync(fd);
+}
+
+int fsync(int fd)
+{
+    REAL(fsync);
+    if (fault("fsync_eio")) {
+        errno = EIO;
+        return -1;
+    }
+    return real_fsync(fd);
 }

@@ -307,6 +307,58 @@ static void lz4_lies(void)
     free(data);
 }
 
+/* Build a one-block stream by hand, with the header's flags given. */
+static size_t one_block_stream(uint8_t *buf, const uint8_t *data, size_t n, unsigned flags,
+                               int level)
+{
+    size_t pos = codec_header(buf, 1000, flags);
+    uint64_t chain = codec_chain_start(buf), hash;
+    pos += codec_encode_block(data, n, buf + pos, level, 0, 1000, &hash);
+    chain = codec_chain(chain, hash, (uint32_t)n);
+    return pos + codec_trailer(buf + pos, n, 1, chain);
+}
+
+static void expect_weir_error(const uint8_t *buf, size_t len, const char *label,
+                              const char *msg)
+{
+    uint8_t *out;
+    size_t outlen;
+    struct weir_error err;
+    int rc = harness_decode(buf, len, 4096, &out, &outlen, &err);
+    if (rc == 0)
+        free(out);
+    CHECK(rc != 0, "%s: accepted", label);
+    CHECK(rc != 0 && err.status == WEIR_EXIT_INTEGRITY && strstr(err.msg, msg),
+          "%s: status %d, message '%s', want '%s'", label, err.status, err.msg, msg);
+}
+
+/* Every bit of the format means one thing: a stream whose header says its
+ * blocks are stored may not carry a compressed one, and a block frame
+ * declares the stream's own block maximum, not any other. */
+static void one_meaning_per_bit(void)
+{
+    uint8_t data[1000], buf[2000];
+    fill(data, sizeof data, 2);
+    size_t len = one_block_stream(buf, data, sizeof data, CODEC_HEADER_COMPRESSED, 1);
+    uint8_t *out;
+    size_t outlen;
+    struct weir_error err;
+    CHECK(harness_decode(buf, len, 4096, &out, &outlen, &err) == 0, "hand-made stream: %s",
+          err.msg);
+    free(out);
+    len = one_block_stream(buf, data, sizeof data, 0, 1);
+    expect_weir_error(buf, len, "compressed block under a stored header",
+                      "header says its blocks are stored");
+    /* a stored stream with the block's frame declaring 4 MiB blocks, its
+     * header checksum recomputed so only the meaning differs */
+    len = one_block_stream(buf, data, sizeof data, 0, 0);
+    uint8_t *frame = buf + CODEC_HEADER_SIZE;
+    frame[5] = 7 << 4;
+    frame[6] = (uint8_t)((XXH32(frame + 4, 2, 0) >> 8) & 0xFF);
+    expect_weir_error(buf, len, "block frame with another maximum",
+                      "differs from the stream header's");
+}
+
 int main(void)
 {
     size_t sizes[] = {0, 1, 63, 64, 65, 4095, 4096, 4097, 100000};
@@ -322,6 +374,7 @@ int main(void)
     every_flip(0);
     every_flip(1);
     junk_and_concatenation();
+    one_meaning_per_bit();
     lz4_round_trips();
     lz4_truncations();
     lz4_flips();
