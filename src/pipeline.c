@@ -171,7 +171,8 @@ void release_locked(struct pipeline *p)
         p->tail++;
         freed = true;
     }
-    if (freed)
+    /* a throttled reader (-p) watches the fill, which every write lowers */
+    if (freed || p->throttled)
         sync_broadcast(&p->space_cv);
 }
 
@@ -232,12 +233,25 @@ void content_catch_up_locked(struct pipeline *p)
     }
 }
 
+uint64_t capacity_locked(const struct pipeline *p)
+{
+    uint64_t blocks = p->read_window ? p->read_window : p->pool.nblocks;
+    return blocks * p->pool.block_size;
+}
+
+uint64_t fill_locked(const struct pipeline *p)
+{
+    return p->queued_bytes - p->min_out + p->staging_bytes;
+}
+
 void gate_check_locked(struct pipeline *p)
 {
     if (!p->gate_open) {
-        uint64_t used = p->pool.nblocks - p->pool.nfree;
-        if (used * 100 >= (uint64_t)p->pool.nblocks * (uint64_t)p->o->start_write_pct)
+        uint64_t held = fill_locked(p);
+        if (held * 100 >= capacity_locked(p) * (uint64_t)p->o->start_write_pct) {
             p->gate_open = true;
+            sync_broadcast(&p->data_cv);
+        }
     }
 }
 
@@ -246,8 +260,10 @@ bool reader_take_block(struct pipeline *p, uint32_t extra, uint32_t *idx)
     sync_lock(&p->lock);
     while (!atomic_load(&p->stop)) {
         uint64_t used = p->pool.nblocks - p->pool.nfree;
+        uint64_t held = fill_locked(p);
+        /* -p 0: only once the outputs have written everything */
         if (p->throttled &&
-            used * 100 < (uint64_t)p->pool.nblocks * (uint64_t)p->o->resume_read_pct)
+            (held * 100 < capacity_locked(p) * (uint64_t)p->o->resume_read_pct || held == 0))
             p->throttled = false;
         uint64_t promised = used + p->out_reserved + extra;
         bool within = p->read_window == 0 || promised < p->read_window;
@@ -256,9 +272,16 @@ bool reader_take_block(struct pipeline *p, uint32_t extra, uint32_t *idx)
             sync_unlock(&p->lock);
             return true;
         }
-        /* the buffer is full: the outputs set the pace */
+        /* the buffer is full: the outputs set the pace.  It is as full as
+         * it can get even when some blocks stay free for the workers or
+         * hold less than a block of data, so -P's gate opens here in any
+         * case: a writer never waits for a fill the reader cannot reach */
         if (p->o->resume_read_pct < 100)
             p->throttled = true;
+        if (!p->gate_open) {
+            p->gate_open = true;
+            sync_broadcast(&p->data_cv);
+        }
         double t0 = clock_now();
         sync_wait(&p->space_cv, &p->lock);
         p->t_full += clock_now() - t0;
@@ -409,47 +432,11 @@ static int open_outputs(struct pipeline *p, const struct endpoint *log_ep,
     return 0;
 }
 
-/* Block geometry: a transform needs room for a frame's overhead, decoding
- * needs blocks that hold the largest LZ4 block, and workers need spares. */
 /* The fewest blocks the pipeline runs with: a transform's staging and
  * output blocks for every worker, and a few for the reader and writers. */
 static uint64_t transform_blocks(const struct pipeline *p)
 {
     return p->nworkers > 0 ? 2 * (uint64_t)p->nworkers + 4 : 2;
-}
-
-static int plan_buffer(struct pipeline *p, struct weir_error *err)
-{
-    const struct weir_options *o = p->o;
-    uint64_t block = o->block, nblocks = o->nblocks;
-    p->unit = (size_t)block;
-    if (p->encode) {
-        p->unit = block < CODEC_BLOCK_MAX ? (size_t)block : CODEC_BLOCK_MAX;
-        block = p->unit + CODEC_BLOCK_OVERHEAD;
-        nblocks = o->mem / block;
-    } else if (p->may_decode && block < CODEC_BLOCK_MAX) {
-        block = CODEC_BLOCK_MAX;
-        p->unit = (size_t)block;
-        nblocks = o->mem / block;
-    }
-    if (p->encode || p->may_decode) {
-        p->nworkers = o->threads;
-        if (nblocks < transform_blocks(p))
-            nblocks = transform_blocks(p);   /* documented: a transform needs a few */
-    }
-    p->wire_block_max = block < CODEC_BLOCK_MAX ? (uint32_t)block : CODEC_BLOCK_MAX;
-    if (pool_init(&p->pool, (size_t)block, (uint32_t)nblocks, err))
-        return -1;
-    uint64_t ring = 1;
-    while (ring < nblocks + 1)
-        ring <<= 1;
-    p->ring = calloc(ring, sizeof *p->ring);
-    p->jobs = calloc(nblocks, sizeof *p->jobs);
-    p->workers = calloc((size_t)p->nworkers + 1, sizeof *p->workers);
-    if (!p->ring || !p->jobs || !p->workers)
-        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "buffer: slot table");
-    p->mask = ring - 1;
-    return 0;
 }
 
 /* A regular file needs no buffer to cover for it: it can be read at any
@@ -458,16 +445,92 @@ static int plan_buffer(struct pipeline *p, struct weir_error *err)
  * 2 GiB over loopback took 25% longer with the sender 512 MiB ahead than 64
  * MiB ahead), so such an input is held to --readahead, unless -P or -p ask
  * for the buffer to fill. */
-static void plan_readahead(struct pipeline *p)
+static void plan_readahead_locked(struct pipeline *p)
 {
     const struct weir_options *o = p->o;
+    p->read_window = 0;
     if (!p->in_ep.regular || o->start_write_pct > 0 || o->resume_read_pct < 100)
         return;
-    uint64_t window = (o->readahead + p->pool.block_size - 1) / p->pool.block_size;
+    uint64_t bs = p->pool.block_size;
+    uint64_t window = o->readahead / bs + (o->readahead % bs != 0);
     if (window < transform_blocks(p))
         window = transform_blocks(p);
     if (window < p->pool.nblocks)
         p->read_window = (uint32_t)window;
+}
+
+/* Cut the reserved buffer into blocks of `block` bytes (at most mem of
+ * them, at least what a transform needs), with the slot ring and job queue
+ * that go with them.  Lock held when other threads run. */
+static int carve_locked(struct pipeline *p, size_t block, struct weir_error *err)
+{
+    uint64_t nblocks = p->o->mem / pool_stride(block);
+    if (nblocks > PIPELINE_MAX_BLOCKS) {
+        /* tiny blocks (-z -s 16 on the far side): fewer, larger ones */
+        block = (size_t)(p->o->mem / PIPELINE_MAX_BLOCKS);
+        nblocks = p->o->mem / pool_stride(block);
+    }
+    if (nblocks < transform_blocks(p))
+        nblocks = transform_blocks(p);   /* documented: a transform needs a few */
+    if (pool_carve(&p->pool, block, (uint32_t)nblocks, err))
+        return -1;
+    uint64_t ring = 1;
+    while (ring < nblocks + 1)
+        ring <<= 1;
+    p->ring = calloc(ring, sizeof *p->ring);
+    p->jobs = calloc(nblocks, sizeof *p->jobs);
+    if (!p->ring || !p->jobs)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "buffer: slot table");
+    p->mask = ring - 1;
+    if (!p->encode)
+        p->unit = block;
+    p->carved = true;
+    plan_readahead_locked(p);
+    return 0;
+}
+
+int pipeline_carve(struct pipeline *p, size_t block, struct weir_error *err)
+{
+    sync_lock(&p->lock);
+    int rc = p->carved ? 0 : carve_locked(p, block, err);
+    sync_unlock(&p->lock);
+    return rc;
+}
+
+/* Block geometry.  -z: blocks hold a raw block of at most 4 MiB (the
+ * largest LZ4 block) plus a frame's overhead.  Pass-through: -s.  When weir
+ * may decode (-d, or -I without --raw), the blocks are sized later to what
+ * the stream declares (pipeline_carve), so that a stream of 64 KiB blocks
+ * fills -m with data rather than with 64 KiB in every 4 MiB block; the
+ * address space is reserved now, so a failure is reported before anything
+ * connects. */
+static int plan_buffer(struct pipeline *p, struct weir_error *err)
+{
+    const struct weir_options *o = p->o;
+    if (p->encode || p->may_decode)
+        p->nworkers = o->threads;
+    p->workers = calloc((size_t)p->nworkers + 1, sizeof *p->workers);
+    if (!p->workers)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "buffer: worker table");
+    p->unit = (size_t)o->block;
+    if (p->encode) {
+        p->unit = o->block < CODEC_BLOCK_MAX ? (size_t)o->block : CODEC_BLOCK_MAX;
+        p->wire_block_max = (uint32_t)p->unit;
+    } else {
+        p->wire_block_max = o->block < CODEC_BLOCK_MAX ? (uint32_t)o->block : CODEC_BLOCK_MAX;
+    }
+    if (p->may_decode) {
+        p->wire_block_max = CODEC_BLOCK_MAX;
+        uint64_t least = transform_blocks(p) * pool_stride(CODEC_BLOCK_MAX);
+        return pool_reserve(&p->pool, o->mem > least ? o->mem : least, err);
+    }
+    size_t block = p->encode ? p->unit + CODEC_BLOCK_OVERHEAD : p->unit;
+    uint64_t nblocks = o->mem / pool_stride(block);
+    if (nblocks < transform_blocks(p))
+        nblocks = transform_blocks(p);
+    if (pool_reserve(&p->pool, nblocks * pool_stride(block), err))
+        return -1;
+    return carve_locked(p, block, err);
 }
 
 int pipeline_create(const struct weir_options *o, struct weir_log *log,
@@ -518,7 +581,10 @@ int pipeline_create(const struct weir_options *o, struct weir_log *log,
         log_msg(log, strcmp(o->listen_port, "0") == 0 ? LOG_NOTICE : LOG_INFO,
                 "listening on %s", p->listener.addr);
     }
-    plan_readahead(p);
+    sync_lock(&p->lock);
+    if (p->carved)
+        plan_readahead_locked(p);
+    sync_unlock(&p->lock);
     return 0;
 }
 
@@ -551,9 +617,8 @@ static void pipeline_snapshot(struct pipeline *p, struct stats_snapshot *s)
     s->data_bytes = p->data_bytes;
     s->transform = p->encode || p->decoding;
     s->wire_bytes = p->encode ? p->queued_bytes : p->decoding ? s->in_bytes : 0;
-    s->held = (uint64_t)(p->pool.nblocks - p->pool.nfree) * p->pool.block_size;
-    s->capacity = (uint64_t)(p->read_window ? p->read_window : p->pool.nblocks) *
-                  p->pool.block_size;
+    s->held = fill_locked(p);
+    s->capacity = capacity_locked(p);
     double open_wait = p->empty_since >= 0 ? now - p->empty_since : 0;
     s->t_empty = p->t_empty + (p->empty_on_workers ? 0 : open_wait);
     s->t_workers = p->t_workers + (p->empty_on_workers ? open_wait : 0);

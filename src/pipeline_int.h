@@ -26,6 +26,7 @@
 #include "weir/stream.h"
 
 #define WAKE_SIGNAL SIGUSR2
+#define PIPELINE_MAX_BLOCKS (1u << 18)   /* blocks of a decoding buffer, at most */
 
 struct slot {
     uint32_t block;     /* pool index */
@@ -91,7 +92,8 @@ struct pipeline {
     pthread_cond_t job_cv;     /* workers: a job queued, end, stop */
     atomic_bool stop;          /* written under lock; read anywhere */
 
-    struct pool pool;          /* lock (take/release) */
+    struct pool pool;          /* lock (take/release, carve) */
+    bool carved;               /* lock: the pool has its blocks (pipeline_carve) */
     size_t unit;               /* raw bytes per block the reader fills */
     bool encode;               /* -z */
     bool may_decode;           /* -d, or -I without --raw */
@@ -130,6 +132,7 @@ struct pipeline {
     _Atomic uint64_t in_bytes; /* read from the input endpoint (atomic, no lock) */
     uint64_t data_bytes;       /* user data: read (-z) or decoded */
     uint64_t queued_bytes;     /* put into the queue */
+    uint64_t staging_bytes;    /* bytes in blocks queued for the workers */
     uint64_t min_out;          /* queue bytes written by the slowest live output */
     bool decoding;             /* the input turned out to be a stream to decode */
     double t_start;            /* 0 until the input is open */
@@ -155,6 +158,9 @@ struct pipeline {
 };
 
 /* pipeline.c: shared operations */
+/* Give a decoding pipeline's buffer blocks of `block` bytes, once: the
+ * reader calls it when the stream says how large its blocks are. */
+int pipeline_carve(struct pipeline *p, size_t block, struct weir_error *err);
 void pipeline_fail(struct pipeline *p, const struct weir_error *e);
 void stop_locked(struct pipeline *p);
 void release_locked(struct pipeline *p);
@@ -167,6 +173,12 @@ bool wait_settled_locked(struct pipeline *p);
 void content_catch_up_locked(struct pipeline *p);
 /* -P: open the gate once the buffer is full enough. */
 void gate_check_locked(struct pipeline *p);
+/* The fill: bytes the slowest live output has yet to write, and bytes with
+ * the workers.  -P and -p compare it with the capacity, and so does the
+ * status line. */
+uint64_t fill_locked(const struct pipeline *p);
+/* Bytes the buffer may hold: its blocks, or the read-ahead window's. */
+uint64_t capacity_locked(const struct pipeline *p);
 /* Take a block for the reader, keeping what queued jobs were promised.
  * extra: 1 if the block will feed a job (which needs one more).  Waits while
  * the buffer is full; false when stopping. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,31 +13,48 @@ static size_t page_size(void)
     return ps > 0 ? (size_t)ps : 4096;
 }
 
-int pool_init(struct pool *pool, size_t block_size, uint32_t nblocks, struct weir_error *err)
+size_t pool_stride(size_t block_size)
 {
-    pool->block_size = block_size;
     /* large blocks start on page boundaries, so trimming one cannot touch
      * its neighbour; small ones are only cache-line aligned */
     size_t align = block_size >= 65536 ? page_size() : 64;
-    pool->stride = (block_size + align - 1) & ~(align - 1);
-    pool->nblocks = nblocks;
-    size_t bytes = pool->stride * nblocks;
+    return (block_size + align - 1) & ~(align - 1);
+}
+
+int pool_reserve(struct pool *pool, size_t bytes, struct weir_error *err)
+{
+    memset(pool, 0, sizeof *pool);
     /* MAP_NORESERVE: reserve address space only; pages are committed when touched. */
     void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno,
                          "buffer: cannot reserve %zu bytes (-m)", bytes);
-    pool->free = malloc(sizeof *pool->free * nblocks);
-    pool->touched = calloc(nblocks, 1);
-    if (!pool->free || !pool->touched) {
-        free(pool->free);
-        free(pool->touched);
-        munmap(base, bytes);
+    pool->base = base;
+    pool->reserved = bytes;
+    return 0;
+}
+
+int pool_carve(struct pool *pool, size_t block_size, uint32_t nblocks, struct weir_error *err)
+{
+    size_t stride = pool_stride(block_size);
+    if (nblocks == 0 || stride * nblocks > pool->reserved)
+        return error_set(err, WEIR_EXIT_INTERNAL,
+                         "buffer: %u blocks of %zu bytes do not fit the reservation",
+                         nblocks, block_size);
+    uint32_t *free_stack = malloc(sizeof *free_stack * nblocks);
+    unsigned char *touched = calloc(nblocks, 1);
+    if (!free_stack || !touched) {
+        free(free_stack);
+        free(touched);
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM,
                          "buffer: cannot allocate the table of %u blocks", nblocks);
     }
-    pool->base = base;
+    pool->block_size = block_size;
+    pool->stride = stride;
+    pool->nblocks = nblocks;
+    pool->free = free_stack;
+    pool->touched = touched;
     /* Block 0 on top: the first blocks used are the lowest addresses. */
     for (uint32_t i = 0; i < nblocks; i++)
         pool->free[i] = nblocks - 1 - i;
@@ -44,10 +62,21 @@ int pool_init(struct pool *pool, size_t block_size, uint32_t nblocks, struct wei
     return 0;
 }
 
+int pool_init(struct pool *pool, size_t block_size, uint32_t nblocks, struct weir_error *err)
+{
+    if (pool_reserve(pool, pool_stride(block_size) * nblocks, err))
+        return -1;
+    if (pool_carve(pool, block_size, nblocks, err)) {
+        pool_destroy(pool);
+        return -1;
+    }
+    return 0;
+}
+
 void pool_destroy(struct pool *pool)
 {
     if (pool->base)
-        munmap(pool->base, pool->stride * pool->nblocks);
+        munmap(pool->base, pool->reserved);
     free(pool->free);
     free(pool->touched);
     pool->base = NULL;

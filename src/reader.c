@@ -17,6 +17,7 @@
  *                  blocks is decoded here, in order, by liblz4
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -34,6 +35,7 @@ struct reader {
     int timeout_ms;
     int status;          /* exit status for read errors */
     bool timed_out;      /* the last read failed for lack of progress */
+    unsigned char *big_in, *big_out;   /* oversize blocks (oversize_block) */
 };
 
 /* The stream_source behind every read of the input. */
@@ -301,16 +303,58 @@ static int compressed_block(struct pipeline *p, struct stream_decoder *d,
     return 0;
 }
 
+/* A block that may be larger than the buffer's blocks, which were sized to
+ * the first stream or frame of the input: a later one may declare larger
+ * blocks.  It is decoded and verified here, then published in pieces. */
+static int oversize_block(struct reader *r, struct stream_decoder *d, struct stream_block *b,
+                          struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    if (!r->big_in)
+        r->big_in = malloc(CODEC_BLOCK_MAX);
+    if (!r->big_out)
+        r->big_out = malloc(CODEC_BLOCK_MAX);
+    if (!r->big_in || !r->big_out)
+        return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s: a block larger than the buffer's",
+                         p->in_ep.name);
+    if (stream_payload(d, r->big_in, b->wire_len, e) || stream_block_end(d, b, e))
+        return -1;
+    size_t cap = b->lz4 ? b->raw_max : d->block_max;
+    long n = codec_decode_block(r->big_in, b->wire_len, b->stored, r->big_out, cap);
+    if (stream_verify_block(b, r->big_in, r->big_out, n, p->in_ep.name, e))
+        return -1;
+    for (size_t off = 0; off < (size_t)n;) {
+        unsigned char *dst;
+        size_t room;
+        if (!fill_reserve(p, 1, &dst, &room))
+            return 1;
+        size_t take = (size_t)n - off < room ? (size_t)n - off : room;
+        memcpy(dst, r->big_out + off, take);
+        fill_publish(p, take);
+        off += take;
+    }
+    return 0;
+}
+
 /* A block of a weir stream or of a split LZ4 frame, whose payload follows. */
-static int decode_block(struct pipeline *p, struct stream_decoder *d, struct stream_block *b,
+static int decode_block(struct reader *r, struct stream_decoder *d, struct stream_block *b,
                         struct weir_error *e)
 {
+    struct pipeline *p = r->p;
+    uint64_t raw_max = b->lz4 ? b->raw_max : d->block_max;
+    if (raw_max > p->unit || b->wire_len > p->unit)
+        return oversize_block(r, d, b, e);
     return b->stored ? stored_block(p, d, b, e) : compressed_block(p, d, b, e);
+}
+
+/* The buffer's blocks take the size of the first blocks the input declares. */
+static int carve(struct reader *r, size_t block, struct weir_error *e)
+{
+    return pipeline_carve(r->p, block, e);
 }
 
 static void decode_weir(struct reader *r, struct stream_decoder *d)
 {
-    struct pipeline *p = r->p;
     struct weir_error e;
     for (;;) {
         struct stream_block b;
@@ -318,7 +362,7 @@ static void decode_weir(struct reader *r, struct stream_decoder *d)
         if (rc == 0)
             return;
         if (rc > 0)
-            rc = decode_block(p, d, &b, &e);
+            rc = decode_block(r, d, &b, &e);
         if (rc > 0)
             return;    /* stopping */
         if (rc < 0) {
@@ -390,17 +434,20 @@ static void decode_lz4(struct reader *r, struct stream_decoder *d)
         case 0:
             return;
         case STREAM_LZ4_FRAME:
-            lz4_frame_start(p, d);
-            rc = 0;
+            rc = carve(r, d->frame.block_max, &e);
+            if (rc == 0)
+                lz4_frame_start(p, d);
             break;
         case STREAM_LZ4_BLOCK:
-            rc = decode_block(p, d, &b, &e);
+            rc = decode_block(r, d, &b, &e);
             break;
         case STREAM_LZ4_FRAME_END:
             rc = lz4_frame_end(p, d, &e);
             break;
         case STREAM_LZ4_LINKED:
-            rc = lz4_linked_frame(p, d, &e);
+            rc = carve(r, d->frame.block_max, &e);
+            if (rc == 0)
+                rc = lz4_linked_frame(p, d, &e);
             break;
         default:
             rc = -1;
@@ -440,6 +487,12 @@ static void read_input(struct reader *r)
         sync_lock(&p->lock);
         p->decoding = true;
         sync_unlock(&p->lock);
+    }
+    if ((d.kind == STREAM_WEIR && carve(r, d.block_max, &e)) ||
+        (d.kind == STREAM_RAW && carve(r, o->block, &e))) {
+        reader_fail(r, &e);
+        stream_free(&d);
+        return;
     }
     if (d.kind == STREAM_WEIR) {
         p->answer_sender = p->in_ep.is_socket;
@@ -518,6 +571,8 @@ void *reader_main(void *arg)
                            .status = p->in_ep.is_socket ? WEIR_EXIT_NETWORK
                                                         : WEIR_EXIT_INPUT};
         read_input(&r);
+        free(r.big_in);
+        free(r.big_out);
     } else if (!atomic_load(&p->stop)) {
         pipeline_fail(p, &e);
     }

@@ -113,6 +113,8 @@ static int require(struct stream_decoder *d, size_t n, const char *where,
     return r < 0 ? -1 : r == 0 ? truncated(d, err, where) : 0;
 }
 
+static int parse_header(struct stream_decoder *d, struct weir_error *err);
+
 static const unsigned char weir_magic[4] = {0x57, 0x2A, 0x4D, 0x18};
 
 /* Bytes among the first four that differ from the weir magic. */
@@ -153,8 +155,9 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
     size_t have = d->end - d->pos;
     int miss = magic_misses(b, have);
     if (have >= 4 && miss == 0) {
+        /* a weir stream proves itself by a whole, valid header */
         d->kind = STREAM_WEIR;
-        return 0;
+        return parse_header(d, err);
     }
     if (have >= 13 && miss == 1 && memcmp(b + 8, "HWEIR", 5) == 0)
         return corrupt(d, err, d->offset, "malformed weir header (bad magic)");
@@ -503,6 +506,8 @@ static int lz4_frame_header(struct stream_decoder *d, struct weir_error *err)
         return corrupt(d, err, d->offset, "corrupt LZ4 frame header (checksum)");
     if (!(flg & 0x20) || (flg & 0x01)) {
         d->lz4_linked = true;
+        d->frame = (struct stream_lz4_frame){.start = d->offset,
+                                             .block_max = codec_bd_size(bd >> 4)};
         return STREAM_LZ4_LINKED;
     }
     d->frame = (struct stream_lz4_frame){

@@ -19,6 +19,7 @@ void job_queue_locked(struct pipeline *p, struct job *j)
     p->ring[p->head & p->mask] = (struct slot){.present = false};
     p->head++;
     p->jobs[p->job_tail % p->pool.nblocks] = *j;
+    p->staging_bytes += j->len;
     p->job_tail++;
     p->out_reserved++;
     sync_signal(&p->job_cv);
@@ -58,6 +59,7 @@ static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out,
     *s = (struct slot){.block = out, .present = true, .sealed = true, .len = len,
                        .hash = hash, .raw_len = (uint32_t)raw};
     p->queued_bytes += len;
+    p->staging_bytes -= j->len;
     if (!p->encode)
         p->data_bytes += raw;
     gate_check_locked(p);

@@ -105,7 +105,8 @@ int stream_init(struct stream_decoder *d, const struct stream_source *src,
                 struct weir_error *err);
 void stream_free(struct stream_decoder *d);
 
-/* Decide what the input is.  A weir header means STREAM_WEIR.  LZ4 data (a
+/* Decide what the input is.  A weir header means STREAM_WEIR; the whole
+ * header is read and checked, and d->block_max says its block size.  LZ4 data (a
  * frame or a skippable frame) means STREAM_LZ4 when allow_lz4.  Anything
  * else is STREAM_RAW when allow_raw (its first bytes stay staged: drain them
  * with stream_take_staged), or an error.  Empty input is an error unless
@@ -136,7 +137,8 @@ int stream_verify_block(const struct stream_block *b, const void *payload, const
  *                        with codec_decode_block into at most b->raw_max bytes
  *   STREAM_LZ4_FRAME_END the frame ended; d->frame.sum holds its checksum
  *   STREAM_LZ4_LINKED    a frame of linked blocks (or one that names a
- *                        dictionary): read it whole with stream_lz4_read
+ *                        dictionary): read it whole with stream_lz4_read;
+ *                        d->frame.block_max is its block maximum
  *   0 at the end of the input, between frames; -1 on error. */
 enum {
     STREAM_LZ4_FRAME = 1,
