@@ -2,6 +2,7 @@
 #include "weir/codec.h"
 
 #include <lz4.h>
+#include <stdio.h>
 #include <lz4hc.h>
 #include <string.h>
 #include <xxhash.h>
@@ -94,6 +95,122 @@ size_t codec_status(unsigned char *dst, int code, uint64_t bytes, const char *ms
 size_t codec_abort(unsigned char *dst, int code, const char *msg)
 {
     return message_record(dst, 'A', code, 0, msg);
+}
+
+size_t codec_greeting(unsigned char *dst, enum codec_role role, uint32_t features)
+{
+    record_start(dst, 16, 'G');
+    memcpy(dst + 9, "WEIR", 4);
+    dst[13] = CODEC_PROTOCOL;
+    dst[14] = CODEC_PROTOCOL_OLDEST;
+    dst[15] = (unsigned char)role;
+    codec_put32(dst + 16, features);
+    return CODEC_GREETING_SIZE;
+}
+
+size_t codec_keepalive(unsigned char *dst, uint64_t bytes)
+{
+    record_start(dst, 16, 'K');
+    codec_put64(dst + 16, bytes);
+    return CODEC_KEEPALIVE_SIZE;
+}
+
+size_t codec_record_length(const unsigned char *p)
+{
+    uint32_t len = codec_get32(p + 4);
+    if (codec_get32(p) != CODEC_WEIR_MAGIC || len < 16 || len > 16 + CODEC_STATUS_MAX)
+        return 0;
+    return 8 + (size_t)len;
+}
+
+static bool zeros(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
+static int bad_record(char *why, size_t whylen, const char *what)
+{
+    snprintf(why, whylen, "%s", what);
+    return -1;
+}
+
+static int parse_header_record(const unsigned char *p, size_t len, struct codec_record *r,
+                               char *why, size_t whylen)
+{
+    if (len != CODEC_HEADER_SIZE || memcmp(p + 9, "WEIR", 4) != 0)
+        return bad_record(why, whylen, "malformed weir header");
+    r->version = p[13];
+    if (r->version != CODEC_VERSION) {
+        snprintf(why, whylen, "unsupported weir stream version %u (this weir reads %u)",
+                 r->version, CODEC_VERSION);
+        return -1;
+    }
+    r->flags = p[14];
+    r->block_max = codec_get32(p + 16);
+    if ((r->flags & ~CODEC_HEADER_COMPRESSED) || p[15] || !zeros(p + 20, 4))
+        return bad_record(why, whylen, "malformed weir header (reserved bits set)");
+    if (r->block_max == 0 || r->block_max > CODEC_BLOCK_MAX)
+        return bad_record(why, whylen, "malformed weir header (block size)");
+    return 0;
+}
+
+static int parse_message_record(const unsigned char *p, size_t len, struct codec_record *r,
+                                char *why, size_t whylen)
+{
+    uint32_t mlen = codec_get32(p + 12);
+    if (p[10] || p[11] || mlen != len - CODEC_STATUS_FIXED ||
+        (r->type == 'A' && codec_get64(p + 16) != 0))
+        return bad_record(why, whylen, "malformed weir status record");
+    r->code = p[9];
+    r->bytes = codec_get64(p + 16);
+    memcpy(r->msg, p + 24, mlen);
+    r->msg[mlen] = '\0';
+    /* a message is one line of text: anything else is shown escaped */
+    for (uint32_t i = 0; i < mlen; i++)
+        if ((unsigned char)r->msg[i] < 0x20 || r->msg[i] == 0x7f)
+            r->msg[i] = '?';
+    return 0;
+}
+
+int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *r, char *why,
+                       size_t whylen)
+{
+    memset(r, 0, sizeof *r);
+    if (len < 24 || codec_record_length(p) != len)
+        return bad_record(why, whylen, "malformed weir record (bad length)");
+    r->type = p[8];
+    switch (r->type) {
+    case 'H':
+        return parse_header_record(p, len, r, why, whylen);
+    case 'S':
+    case 'A':
+        return parse_message_record(p, len, r, why, whylen);
+    case 'G':
+        if (len != CODEC_GREETING_SIZE || memcmp(p + 9, "WEIR", 4) != 0 ||
+            !zeros(p + 20, 4) || (p[15] != CODEC_ROLE_RECEIVER && p[15] != CODEC_ROLE_SENDER) ||
+            p[14] == 0 || p[14] > p[13])
+            return bad_record(why, whylen, "malformed weir greeting");
+        r->version = p[13];
+        r->oldest = p[14];
+        r->role = p[15];
+        r->features = codec_get32(p + 16);
+        return 0;
+    case 'K':
+        if (len != CODEC_KEEPALIVE_SIZE || !zeros(p + 9, 7))
+            return bad_record(why, whylen, "malformed weir keepalive");
+        r->bytes = codec_get64(p + 16);
+        return 0;
+    default:
+        return bad_record(why, whylen, "unexpected weir record");
+    }
+}
+
+bool codec_protocol_compatible(const struct codec_record *peer)
+{
+    return peer->oldest <= CODEC_PROTOCOL && CODEC_PROTOCOL_OLDEST <= peer->version;
 }
 
 uint64_t codec_block_hash(const void *data, size_t len, uint64_t seq)

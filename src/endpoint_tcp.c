@@ -81,7 +81,9 @@ static int listen_on(struct tcp_listener *l, const struct addrinfo *ai, struct w
 {
     char where[80];
     tcp_format_addr(ai->ai_addr, where, sizeof where);
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    /* non-blocking: the admission loop accepts until EAGAIN */
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    ai->ai_protocol);
     if (fd < 0)
         return error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: socket", where);
     int one = 1, zero = 0;
@@ -92,7 +94,7 @@ static int listen_on(struct tcp_listener *l, const struct addrinfo *ai, struct w
         close(fd);
         return error_sys(err, WEIR_EXIT_NETWORK, e, "listen %s: setsockopt", where);
     }
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 8) != 0) {
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
         int e = errno;
         close(fd);
         return error_sys(err, WEIR_EXIT_NETWORK, e, "listen %s", where);
@@ -170,7 +172,7 @@ static bool same_host(const struct sockaddr_storage *a, const struct sockaddr *p
     return memcmp(pa, pb, len) == 0;
 }
 
-static bool peer_allowed(const struct tcp_listener *l, const struct sockaddr *peer)
+bool tcp_peer_allowed(const struct tcp_listener *l, const struct sockaddr *peer)
 {
     if (l->nallowed == 0)
         return true;
@@ -178,92 +180,6 @@ static bool peer_allowed(const struct tcp_listener *l, const struct sockaddr *pe
         if (same_host(&l->allowed[i], peer))
             return true;
     return false;
-}
-
-int tcp_accept(struct tcp_listener *l, double timeout_s, double io_timeout, atomic_bool *stop,
-               struct weir_log *log, struct endpoint *ep, struct weir_error *err)
-{
-    endpoint_none(ep);
-    double deadline = clock_now() + timeout_s;
-    for (;;) {
-        int wait_ms = -1;
-        if (timeout_s > 0) {
-            double left = deadline - clock_now();
-            if (left <= 0)
-                return error_set(err, WEIR_EXIT_NETWORK,
-                                 "listen %s: no connection within %g s", l->addr, timeout_s);
-            wait_ms = (int)(left * 1000) + 1;
-        }
-        if (io_wait(l->fd, POLLIN, wait_ms, stop) != 0) {
-            if (errno == ETIMEDOUT)
-                continue;
-            return error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s", l->addr);
-        }
-        struct sockaddr_storage ss;
-        socklen_t slen = sizeof ss;
-        int fd = accept4(l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED ||
-                errno == EPROTO)
-                continue;
-            /* EMFILE and friends: report, do not spin */
-            return error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: accept", l->addr);
-        }
-        char peer[80];
-        tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
-        if (!peer_allowed(l, (struct sockaddr *)&ss)) {
-            log_msg(log, LOG_WARN, "refused connection from %s: only %s may connect",
-                    peer, l->allow_name);
-            close(fd);
-            continue;
-        }
-        if (tcp_tune(fd, io_timeout) != 0) {
-            int e = errno;
-            close(fd);
-            return error_sys(err, WEIR_EXIT_NETWORK, e, "input %s: setsockopt", peer);
-        }
-        log_msg(log, LOG_INFO, "connection from %s", peer);
-        ep->fd = fd;
-        ep->owned = true;
-        ep->is_socket = true;
-        snprintf(ep->name, sizeof ep->name, "input %s", peer);
-        return 0;
-    }
-}
-
-int tcp_first_byte(struct tcp_listener *l, int fd, int timeout_ms, atomic_bool *stop)
-{
-    double deadline = clock_now() + (timeout_ms < 0 ? 1e9 : timeout_ms / 1000.0);
-    for (;;) {
-        if (atomic_load(stop)) {
-            errno = ECANCELED;
-            return -1;
-        }
-        double left = deadline - clock_now();
-        if (left <= 0) {
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = l->fd, .events = POLLIN}};
-        int r = poll(pfd, 2, left > 3600 ? 3600000 : (int)(left * 1000) + 1);
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (r <= 0)
-            continue;
-        if (pfd[0].revents) {
-            char c;
-            ssize_t n = recv(fd, &c, 1, MSG_PEEK);
-            if (n > 0)
-                return 1;
-            if (n == 0 || errno == ECONNRESET)
-                return 0;
-            if (errno != EINTR && errno != EAGAIN)
-                return -1;
-            continue;
-        }
-        if (pfd[1].revents)
-            return 0;   /* a silent peer must not block the next one */
-    }
 }
 
 void tcp_listener_close(struct tcp_listener *l)

@@ -361,7 +361,8 @@ static void setup_output(struct pipeline *p, struct output *out, const struct ou
     ratelimit_init(&out->rl, p->o->write_rate);
     atomic_init(&out->halt, false);
     bool tcp = spec->kind == OUTPUT_TCP;
-    out->framing = tcp && !p->o->raw && !p->encode ? FRAME_STORED : FRAME_NONE;
+    out->framing = p->encode ? FRAME_ENCODED
+                   : tcp && !p->o->raw ? FRAME_STORED : FRAME_NONE;
     out->expects_status = tcp && !p->o->raw;
 }
 
@@ -671,6 +672,41 @@ static void interrupt(struct pipeline *p, int sig)
     pipeline_fail(p, &e);
 }
 
+/* ---- the back channel to a weir sender ---------------------------------- */
+
+/* Send what is left of the back channel's record without blocking: the main
+ * thread must not hang on a sender that stopped reading.  True when all of
+ * it is out.  A send error is left for the reader (or the answer) to meet. */
+static bool backchannel_flush(struct pipeline *p)
+{
+    while (p->bc_len > 0) {
+        ssize_t n = send(p->in_ep.fd, p->bc_out, p->bc_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n <= 0)
+            return false;
+        memmove(p->bc_out, p->bc_out + n, p->bc_len - (size_t)n);
+        p->bc_len -= (size_t)n;
+    }
+    return true;
+}
+
+/* Tell a weir sender that this end is alive and how far its outputs are,
+ * so that its --timeout measures silence, never the length of a drain into
+ * a slow consumer. */
+static void send_keepalive(struct pipeline *p, double now)
+{
+    sync_lock(&p->lock);
+    bool on = p->answer_sender && !atomic_load(&p->stop);
+    uint64_t written = p->min_out;
+    sync_unlock(&p->lock);
+    if (!on || now < p->next_keepalive)
+        return;
+    p->next_keepalive = now + CODEC_KEEPALIVE_SECS;
+    if (!backchannel_flush(p))
+        return;   /* the last one is still on its way */
+    p->bc_len = codec_keepalive(p->bc_out, written);
+    backchannel_flush(p);
+}
+
 struct status_state {
     struct stats_snapshot prev;
     double next;         /* monotonic time of the next redraw */
@@ -707,6 +743,8 @@ static void main_loop(struct pipeline *p)
             return;
         double now = clock_now();
         double wait = live_status ? st.next - now : TRIM_INTERVAL;
+        if (wait > CODEC_KEEPALIVE_SECS)
+            wait = CODEC_KEEPALIVE_SECS;
         if (atomic_load(&p->stop)) {
             if (now - last_kick >= KICK_INTERVAL) {
                 kick_threads(p);
@@ -727,6 +765,7 @@ static void main_loop(struct pipeline *p)
             draw_status(p, &st, false);
             st.next = clock_now() + interval;
         }
+        send_keepalive(p, clock_now());
         if (clock_now() >= next_trim) {
             sync_lock(&p->lock);
             pool_trim_locked(&p->pool, TRIM_KEEP, TRIM_BATCH);
@@ -745,7 +784,9 @@ static void answer_sender(struct pipeline *p)
     size_t n = codec_status(rec, code, p->data_bytes, p->failed ? p->first.msg : NULL);
     int fd = p->in_ep.fd;
     atomic_bool never = false;
-    if (io_write_all(fd, rec, n, 10000, &never) != 0) {
+    /* first the rest of a keepalive that was under way */
+    if (io_write_all(fd, p->bc_out, p->bc_len, 10000, &never) != 0 ||
+        io_write_all(fd, rec, n, 10000, &never) != 0) {
         if (!p->failed)
             log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s",
                     p->in_ep.name, strerror(errno));

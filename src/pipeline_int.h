@@ -19,6 +19,7 @@
 #include "weir/codec.h"
 #include "weir/endpoint.h"
 #include "weir/error.h"
+#include "weir/listener.h"
 #include "weir/log.h"
 #include "weir/options.h"
 #include "weir/pool.h"
@@ -47,6 +48,9 @@ struct job {
 enum output_framing {
     FRAME_NONE,     /* write the queue's bytes as they are */
     FRAME_STORED,   /* wrap raw data as a weir stream of stored blocks (TCP) */
+    FRAME_ENCODED,  /* -z: the queue holds the stream's blocks and trailer; the
+                     * writer sends the header itself, at once, so a listener
+                     * sees it however long -P holds the data back */
 };
 
 struct output {
@@ -56,6 +60,7 @@ struct output {
     pthread_t thread;
     pthread_t backchannel;     /* reads the receiver's status (weir over TCP) */
     bool has_backchannel;      /* owned by the writer */
+    bool spoke;                /* owned by the writer: it began writing the stream */
     enum output_framing framing;
     bool expects_status;       /* a weir receiver will answer */
     struct ratelimit rl;       /* owned by the writer */
@@ -69,6 +74,8 @@ struct output {
     uint64_t seq;              /* cursor: the slot being written */
     size_t off;                /*         bytes of it written */
     uint64_t bytes;            /* queue bytes written */
+    double last_heard;         /* when the receiver last said anything */
+    uint64_t peer_written;     /* what its keepalives say its outputs wrote */
     bool status_received;      /* the receiver answered */
     int status_code;
     uint64_t status_bytes;
@@ -147,7 +154,13 @@ struct pipeline {
     int running;               /* threads not yet returned */
 
     struct endpoint in_ep;     /* owned by the reader; main sends the status */
-    bool answer_sender;        /* the input is a weir stream over TCP */
+    unsigned char ahead[LISTENER_AHEAD_MAX];   /* reader: read while admitting */
+    size_t nahead, ahead_pos;  /* reader */
+    bool answer_sender;        /* lock: the input is a weir stream over TCP */
+    /* main: the back channel to a weir sender (keepalives, the answer) */
+    unsigned char bc_out[CODEC_RECORD_MAX];
+    size_t bc_len;             /* bytes of bc_out not yet sent */
+    double next_keepalive;
     struct tcp_listener listener;
     pthread_t reader;
     bool reader_running;       /* lock */

@@ -5,8 +5,8 @@
  *
  *   pass-through   read() into the filling slot, publish after each read
  *   -z             read a block's worth, queue it for a worker to compress;
- *                  the header and trailer of the weir stream go in slots of
- *                  their own
+ *                  the trailer of the weir stream goes in a slot of its own
+ *                  (each output writes the header itself)
  *   weir stream    parse frames; stored blocks are read straight into the
  *                  filling slot and verified here, compressed ones go to
  *                  the workers
@@ -25,6 +25,7 @@
 #include "pipeline_int.h"
 #include "weir/codec.h"
 #include "weir/io.h"
+#include "weir/listener.h"
 #include "weir/sync.h"
 
 #define READ_MAX (1u << 20)    /* largest single read(); keeps publishing frequent */
@@ -43,6 +44,14 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
 {
     struct reader *r = ctx;
     struct pipeline *p = r->p;
+    if (p->ahead_pos < p->nahead) {
+        /* what the listener read while the sender proved itself */
+        size_t take = p->nahead - p->ahead_pos < n ? p->nahead - p->ahead_pos : n;
+        memcpy(buf, p->ahead + p->ahead_pos, take);
+        p->ahead_pos += take;
+        atomic_fetch_add(&p->in_bytes, (uint64_t)take);
+        return (ssize_t)take;
+    }
     if (n > READ_MAX)
         n = READ_MAX;
     n = ratelimit_chunk(&p->read_rl, n);
@@ -179,19 +188,6 @@ static void install_record_locked(struct pipeline *p, uint32_t idx, size_t len)
     advance_ready_locked(p);
 }
 
-/* Put a small record (the header) in a slot of its own. */
-static bool put_record(struct pipeline *p, const unsigned char *rec, size_t len)
-{
-    uint32_t idx;
-    if (!reader_take_block(p, 0, &idx))
-        return false;
-    memcpy(pool_data(&p->pool, idx), rec, len);
-    sync_lock(&p->lock);
-    install_record_locked(p, idx, len);
-    sync_unlock(&p->lock);
-    return true;
-}
-
 /* Fill a staging block: until full, end of input, or a pause in the input.
  * Returns bytes read, or -1 on error; *eof at end of input. */
 static ssize_t fill_staging(struct reader *r, unsigned char *buf, bool *eof)
@@ -225,13 +221,13 @@ static void compress_input(struct reader *r)
 {
     struct pipeline *p = r->p;
     struct weir_error e;
-    unsigned char rec[CODEC_TRAILER_SIZE];
+    /* every output writes the header itself (FRAME_ENCODED); the chain
+     * starts from the same bytes */
+    unsigned char rec[CODEC_HEADER_SIZE];
     codec_header(rec, (uint32_t)p->unit, CODEC_HEADER_COMPRESSED);
     sync_lock(&p->lock);
     p->chain = codec_chain_start(rec);
     sync_unlock(&p->lock);
-    if (!put_record(p, rec, CODEC_HEADER_SIZE))
-        return;
     uint64_t nblocks = 0;
     for (bool eof = false; !eof;) {
         uint32_t idx;
@@ -495,7 +491,9 @@ static void read_input(struct reader *r)
         return;
     }
     if (d.kind == STREAM_WEIR) {
-        p->answer_sender = p->in_ep.is_socket;
+        sync_lock(&p->lock);
+        p->answer_sender = p->in_ep.is_socket;   /* main now sends keepalives */
+        sync_unlock(&p->lock);
         log_msg(p->log, LOG_DEBUG, "%s: weir stream", p->in_ep.name);
         decode_weir(r, &d);
     } else if (d.kind == STREAM_LZ4) {
@@ -509,31 +507,16 @@ static void read_input(struct reader *r)
     stream_free(&d);
 }
 
-/* Accept until a peer sends something: a port scanner that connects and
- * closes, or a peer that stays silent while another one knocks, is logged
- * and dropped, and weir keeps listening. */
+/* Admit the first sender that proves itself (listener.c). */
 static int accept_sender(struct pipeline *p, struct weir_error *e)
 {
-    for (;;) {
-        if (tcp_accept(&p->listener, p->o->accept_timeout, p->o->io_timeout, &p->stop,
-                       p->log, &p->in_ep, e))
-            return -1;
-        int r = tcp_first_byte(&p->listener, p->in_ep.fd, io_timeout_ms(p, &p->in_ep),
-                               &p->stop);
-        if (r > 0) {
-            tcp_listener_close(&p->listener);
-            return 0;
-        }
-        if (r < 0 && errno == ETIMEDOUT)
-            return error_set(e, WEIR_EXIT_NETWORK, "%s: sent nothing for %g s", p->in_ep.name,
-                             p->o->io_timeout);
-        if (r < 0)
-            return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s", p->in_ep.name);
-        log_msg(p->log, LOG_WARN, "%s: dropped: it sent nothing; still listening on %s",
-                p->in_ep.name, p->listener.addr);
-        struct weir_error ignored;
-        endpoint_close(&p->in_ep, WEIR_EXIT_NETWORK, &ignored);
-    }
+    struct listener_config cfg = {.raw = p->o->raw, .accept_timeout = p->o->accept_timeout,
+                                  .io_timeout = p->o->io_timeout,
+                                  .handshake_timeout = LISTENER_HANDSHAKE_SECS};
+    if (p->o->io_timeout > 0 && p->o->io_timeout < cfg.handshake_timeout)
+        cfg.handshake_timeout = p->o->io_timeout;
+    return listener_admit(&p->listener, &cfg, &p->stop, p->log, &p->in_ep, p->ahead,
+                          &p->nahead, e);
 }
 
 static int reader_open(struct pipeline *p, struct weir_error *e)

@@ -210,21 +210,14 @@ static int parse_header(struct stream_decoder *d, struct weir_error *err)
     if (read_record(d, &len, "inside the header", err))
         return -1;
     const unsigned char *p = d->stage + d->pos;
-    if (len != 16 || p[8] != 'H' || memcmp(p + 9, "WEIR", 4) != 0)
+    struct codec_record r;
+    char why[96];
+    if (p[8] != 'H')
         return corrupt(d, err, d->offset, "malformed weir header");
-    if (p[13] != CODEC_VERSION) {
-        char what[80];
-        snprintf(what, sizeof what, "unsupported weir stream version %u (this weir reads %u)",
-                 p[13], CODEC_VERSION);
-        return corrupt(d, err, d->offset, what);
-    }
-    uint32_t block_max = codec_get32(p + 16);
-    if ((p[14] & ~CODEC_HEADER_COMPRESSED) || p[15] || !all_zero(p + 20, 4))
-        return corrupt(d, err, d->offset, "malformed weir header (reserved bits set)");
-    if (block_max == 0 || block_max > CODEC_BLOCK_MAX)
-        return corrupt(d, err, d->offset, "malformed weir header (block size)");
-    d->block_max = block_max;
-    d->compressed = (p[14] & CODEC_HEADER_COMPRESSED) != 0;
+    if (codec_parse_record(p, 8 + len, &r, why, sizeof why))
+        return corrupt(d, err, d->offset, why);
+    d->block_max = r.block_max;
+    d->compressed = (r.flags & CODEC_HEADER_COMPRESSED) != 0;
     d->in_stream = true;
     d->seq = d->total = 0;
     d->chain = codec_chain_start(p);
@@ -258,13 +251,13 @@ static int parse_trailer(struct stream_decoder *d, uint32_t len, struct weir_err
 
 static int parse_abort(struct stream_decoder *d, uint32_t len, struct weir_error *err)
 {
-    const unsigned char *p = d->stage + d->pos;
-    uint32_t mlen = codec_get32(p + 12);
-    if (mlen > len - 16)
-        mlen = len - 16;
+    struct codec_record r;
+    char why[96];
+    if (codec_parse_record(d->stage + d->pos, 8 + len, &r, why, sizeof why))
+        return corrupt(d, err, d->offset, why);
     return error_set(err, WEIR_EXIT_INTEGRITY,
-                     "%s: the sender aborted the stream at byte %llu: %.*s", d->src.name,
-                     (unsigned long long)d->offset, (int)mlen, (const char *)p + 24);
+                     "%s: the sender aborted the stream at byte %llu: %s", d->src.name,
+                     (unsigned long long)d->offset, r.msg);
 }
 
 /* A weir record where a block or the trailer may stand. 0: trailer read. */

@@ -23,6 +23,7 @@
 #include "pipeline_int.h"
 #include "weir/codec.h"
 #include "weir/io.h"
+#include "weir/listener.h"
 #include "weir/sync.h"
 
 /* The buffer ran dry for every live writer: the input sets the pace. */
@@ -152,7 +153,7 @@ static int writer_loop(struct output *o, struct weir_error *e)
     }
 }
 
-/* ---- the receiver's answer ---------------------------------------------- */
+/* ---- the receiver's greeting, keepalives and answer --------------------- */
 
 static int map_receiver_status(int code)
 {
@@ -161,42 +162,89 @@ static int map_receiver_status(int code)
     return code == WEIR_EXIT_OUTPUT || code == WEIR_EXIT_INTEGRITY ? code : WEIR_EXIT_NETWORK;
 }
 
-/* Read one status record; 0 ok, -1 with *e set (or errno ECANCELED). */
-static int read_status(struct output *o, struct weir_error *e)
+#define NOT_WEIR "it does not seem to be weir (nc -l, socat and mbuffer take plain bytes: " \
+                 "weir --raw)"
+
+/* Read one record from the receiver.  0 and *r; -1 with *e (errno
+ * ECANCELED when stopping, ETIMEDOUT after timeout_ms without a byte);
+ * *got says how many bytes arrived, *eof whether the connection closed. */
+static int receive_record(struct output *o, int timeout_ms, struct codec_record *r,
+                          unsigned char *rec, size_t *got, bool *eof, struct weir_error *e)
 {
-    unsigned char rec[CODEC_STATUS_FIXED + CODEC_STATUS_MAX];
-    ssize_t n = io_read_full(o->ep.fd, rec, 8, -1, &o->halt);
-    if (n == 8) {
-        uint32_t len = codec_get32(rec + 4);
-        if (codec_get32(rec) != CODEC_WEIR_MAGIC || len < 16 || len > 16 + CODEC_STATUS_MAX)
-            return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver answered with garbage",
-                             o->ep.name);
-        n = io_read_full(o->ep.fd, rec + 8, len, -1, &o->halt);
-        if (n == (ssize_t)len && rec[8] == 'S') {
-            uint32_t mlen = codec_get32(rec + 12);
-            if (mlen > len - 16)
-                mlen = len - 16;
-            sync_lock(&o->p->lock);
-            o->status_code = rec[9];
-            o->status_bytes = codec_get64(rec + 16);
-            memcpy(o->status_msg, rec + 24, mlen);
-            o->status_msg[mlen] = '\0';
-            o->status_received = true;
-            sync_broadcast(&o->p->data_cv);
-            sync_unlock(&o->p->lock);
-            return 0;
-        }
-        if (n == (ssize_t)len)
-            return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver answered with garbage",
-                             o->ep.name);
+    *got = 0;
+    *eof = false;
+    ssize_t n = io_read_full(o->ep.fd, rec, 8, timeout_ms, &o->halt);
+    size_t len = n == 8 ? codec_record_length(rec) : 0;
+    if (n == 8 && len > 8) {
+        ssize_t m = io_read_full(o->ep.fd, rec + 8, len - 8, timeout_ms, &o->halt);
+        n = m < 0 ? m : 8 + m;
     }
-    if (n < 0 && errno == ECANCELED)
+    if (n < 0) {
+        int en = errno;
+        if (en != ECANCELED)
+            error_sys(e, WEIR_EXIT_NETWORK, en, "%s", o->ep.name);
+        errno = en;
         return -1;
-    if (n < 0)
-        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: the receiver's answer",
+    }
+    *got = (size_t)n;
+    char why[96];
+    if (n == 8 && len == 0)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver answered with garbage",
                          o->ep.name);
-    return error_set(e, WEIR_EXIT_NETWORK,
-                     "%s: the receiver closed the connection without an answer", o->ep.name);
+    if ((size_t)n < 8 || (size_t)n < len) {
+        *eof = true;
+        return error_set(e, WEIR_EXIT_NETWORK,
+                         "%s: the receiver closed the connection without an answer",
+                         o->ep.name);
+    }
+    if (codec_parse_record(rec, len, r, why, sizeof why))
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver answered with garbage (%s)",
+                         o->ep.name, why);
+    return 0;
+}
+
+/* Before a weir sender writes anything, the receiver must greet it: that is
+ * how a sender learns it talks to weir and not to nc -l or mbuffer, whose
+ * output would otherwise receive weir's framing. */
+static int read_greeting(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    double limit = LISTENER_HANDSHAKE_SECS;
+    if (p->o->io_timeout > 0 && p->o->io_timeout < limit)
+        limit = p->o->io_timeout;
+    unsigned char rec[CODEC_RECORD_MAX];
+    struct codec_record r;
+    size_t got;
+    bool eof;
+    if (receive_record(o, (int)(limit * 1000), &r, rec, &got, &eof, e) == 0) {
+        if (r.type != 'G' || r.role != CODEC_ROLE_RECEIVER)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer did not greet as a weir "
+                             "receiver", o->ep.name);
+        if (!codec_protocol_compatible(&r))
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver speaks weir protocol %u "
+                             "to %u, this weir %u to %u: upgrade the older one", o->ep.name,
+                             r.oldest, r.version, CODEC_PROTOCOL_OLDEST, CODEC_PROTOCOL);
+        o->last_heard = clock_now();
+        return 0;
+    }
+    if (atomic_load(&o->halt))
+        return -1;
+    if (got >= 4 && codec_get32(rec) != CODEC_WEIR_MAGIC) {
+        char start[25];
+        size_t j = 0;
+        for (size_t i = 0; i < got && j + 1 < sizeof start; i++)
+            start[j++] = rec[i] >= 0x20 && rec[i] < 0x7f ? (char)rec[i] : '.';
+        start[j] = '\0';
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer sent '%s', not a weir greeting: "
+                         NOT_WEIR, o->ep.name, start);
+    }
+    if (eof)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer closed the connection without "
+                         "a weir greeting: " NOT_WEIR, o->ep.name);
+    if (got == 0 && errno == ETIMEDOUT)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: no weir greeting within %g s: " NOT_WEIR,
+                         o->ep.name, limit);
+    return -1;   /* *e says why */
 }
 
 void *backchannel_main(void *arg)
@@ -205,19 +253,47 @@ void *backchannel_main(void *arg)
     struct pipeline *p = o->p;
     struct weir_error e;
     thread_unblock_wake();
-    int rc = read_status(o, &e);
-    if (rc == 0 && o->status_code != 0) {
-        error_set(&e, map_receiver_status(o->status_code), "receiver: %s", o->status_msg);
-        rc = -1;
-    } else if (rc != 0 && atomic_load(&o->halt)) {
-        rc = 0;   /* this side is stopping anyway */
+    int rc;
+    for (;;) {
+        unsigned char rec[CODEC_RECORD_MAX];
+        struct codec_record r;
+        size_t got;
+        bool eof;
+        rc = receive_record(o, -1, &r, rec, &got, &eof, &e);
+        if (rc != 0)
+            break;
+        sync_lock(&p->lock);
+        o->last_heard = clock_now();
+        if (r.type == 'K') {
+            o->peer_written = r.bytes;
+            sync_unlock(&p->lock);
+            continue;
+        }
+        if (r.type == 'S') {
+            o->status_code = r.code;
+            o->status_bytes = r.bytes;
+            snprintf(o->status_msg, sizeof o->status_msg, "%s", r.msg);
+            o->status_received = true;
+            sync_broadcast(&p->data_cv);
+        }
+        sync_unlock(&p->lock);
+        if (r.type != 'S') {
+            rc = error_set(&e, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the "
+                           "receiver", o->ep.name, r.type);
+        } else if (r.code != 0) {
+            rc = error_set(&e, map_receiver_status(r.code), "receiver: %s", r.msg);
+        }
+        break;
     }
+    if (rc != 0 && atomic_load(&o->halt) && !o->status_received)
+        rc = 0;   /* this side is stopping anyway */
     if (rc != 0) {
         output_fail(o, &e);
         shutdown(o->ep.fd, SHUT_RDWR);   /* wakes the writer out of send() */
     }
     sync_lock(&p->lock);
     o->bc_running = false;
+    sync_broadcast(&p->data_cv);
     sync_unlock(&p->lock);
     return NULL;
 }
@@ -232,21 +308,30 @@ static void start_backchannel(struct output *o)
 }
 
 /* After the last byte: end the stream and wait for the receiver's verdict.
- * 0: it confirmed every byte; 1: *e says what went wrong; -1: stopping. */
+ * --timeout bounds the silence, not the wait: a receiver draining into a
+ * slow consumer keeps saying so.  0: it confirmed every byte; 1: *e says
+ * what went wrong; -1: stopping. */
 static int await_answer(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
     if (shutdown(o->ep.fd, SHUT_WR) != 0)
         return write_error(o, e, "shutdown");
-    double limit = p->o->io_timeout > 0 ? p->o->io_timeout : 0;
-    struct timespec deadline = clock_deadline(limit);
+    double limit = p->o->io_timeout;
+    if (limit > 0 && limit < CODEC_SILENCE_MIN)
+        limit = CODEC_SILENCE_MIN;
     sync_lock(&p->lock);
     bool timed_out = false;
-    while (!o->status_received && !o->dead && !atomic_load(&o->halt) && !timed_out) {
-        if (limit > 0)
-            timed_out = !sync_wait_until(&p->data_cv, &p->lock, &deadline);
-        else
+    while (!o->status_received && !o->dead && !atomic_load(&o->halt) && o->bc_running) {
+        if (limit > 0) {
+            struct timespec deadline = clock_deadline(o->last_heard + limit - clock_now());
+            if (clock_now() >= o->last_heard + limit) {
+                timed_out = true;
+                break;
+            }
+            sync_wait_until(&p->data_cv, &p->lock, &deadline);
+        } else {
             sync_wait(&p->data_cv, &p->lock);
+        }
     }
     bool received = o->status_received;
     int code = o->status_code;
@@ -255,8 +340,8 @@ static int await_answer(struct output *o, struct weir_error *e)
     if (received && code != 0)
         return error_set(e, map_receiver_status(code), "receiver: %s", o->status_msg), 1;
     if (!received && timed_out)
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver did not answer within %g s",
-                         o->ep.name, limit), 1;
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver fell silent for %g s "
+                         "before it answered", o->ep.name, limit), 1;
     if (!received)
         return -1;   /* stopping, or the back channel has reported the failure */
     uint64_t sent = o->framing == FRAME_STORED ? o->frame_total : p->data_bytes;
@@ -267,21 +352,35 @@ static int await_answer(struct output *o, struct weir_error *e)
     return 0;
 }
 
+/* The stream header, and before it on a connection to a weir receiver the
+ * greeting: one write, as soon as the output is open. */
 static int writer_open(struct output *o, struct weir_error *e)
 {
-    if (o->spec->kind != OUTPUT_TCP)
-        return 0;   /* files were opened by pipeline_create */
-    if (tcp_connect(o->spec, o->p->o, &o->halt, o->p->log, &o->ep, e))
-        return atomic_load(&o->halt) ? -1 : 1;
-    if (o->expects_status)
-        start_backchannel(o);
-    if (o->framing == FRAME_STORED) {
-        unsigned char hdr[CODEC_HEADER_SIZE];
-        codec_header(hdr, o->p->wire_block_max, 0);
-        o->frame_chain = codec_chain_start(hdr);
-        if (io_write_all(o->ep.fd, hdr, sizeof hdr, io_timeout_ms(o->p, &o->ep), &o->halt))
-            return write_error(o, e, "write");
+    struct pipeline *p = o->p;
+    if (o->spec->kind == OUTPUT_TCP) {
+        if (tcp_connect(o->spec, p->o, &o->halt, p->log, &o->ep, e))
+            return atomic_load(&o->halt) ? -1 : 1;
+        if (o->expects_status) {
+            int rc = read_greeting(o, e);
+            if (rc != 0)
+                return atomic_load(&o->halt) ? -1 : 1;
+            start_backchannel(o);
+        }
     }
+    unsigned char hello[CODEC_GREETING_SIZE + CODEC_HEADER_SIZE];
+    size_t n = 0;
+    if (o->expects_status)
+        n += codec_greeting(hello, CODEC_ROLE_SENDER, CODEC_FEATURES);
+    if (o->framing == FRAME_STORED) {
+        codec_header(hello + n, p->wire_block_max, 0);
+        o->frame_chain = codec_chain_start(hello + n);
+        n += CODEC_HEADER_SIZE;
+    } else if (o->framing == FRAME_ENCODED) {
+        n += codec_header(hello + n, (uint32_t)p->unit, CODEC_HEADER_COMPRESSED);
+    }
+    o->spoke = true;
+    if (n > 0 && io_write_all(o->ep.fd, hello, n, io_timeout_ms(p, &o->ep), &o->halt))
+        return write_error(o, e, "write");
     return 0;
 }
 
@@ -306,7 +405,8 @@ static void writer_abort(struct output *o)
 {
     if (o->ep.fd < 0 || !o->ep.is_socket)
         return;
-    if (o->expects_status) {
+    /* only a peer that greeted as weir gets weir's abort record */
+    if (o->expects_status && o->spoke) {
         unsigned char rec[CODEC_STATUS_FIXED + CODEC_STATUS_MAX];
         struct pipeline *p = o->p;
         sync_lock(&p->lock);

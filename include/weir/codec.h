@@ -10,7 +10,8 @@
  *                  (stored raw when compression does not pay) and an EndMark
  *   *-record     = an LZ4 skippable frame, magic 0x184D2A57, whose payload
  *                  starts with a type byte: 'H' header, 'B' block checksum,
- *                  'T' trailer, 'S' receiver status, 'A' sender abort
+ *                  'T' trailer, 'S' receiver status, 'A' sender abort,
+ *                  'G' greeting and 'K' keepalive (connections only)
  *
  * All integers are little-endian.  Each block's checksum is XXH3-64 of its
  * raw data seeded with its sequence number (for a compressed block, folded
@@ -41,6 +42,39 @@
 #define CODEC_STATUS_FIXED 24         /* 8 + type, code, pad, len, bytes */
 
 #define CODEC_HEADER_COMPRESSED 0x01  /* header flag: blocks may be LZ4-compressed */
+
+/* The connection protocol (greeting, keepalive, answer, abort), versioned
+ * apart from the stream format.  A weir talks to a peer whose range of
+ * versions [oldest, version] overlaps its own. */
+#define CODEC_PROTOCOL 1
+#define CODEC_PROTOCOL_OLDEST 1
+#define CODEC_GREETING_SIZE 24        /* 8 + 16 */
+#define CODEC_KEEPALIVE_SIZE 24       /* 8 + 16 */
+#define CODEC_RECORD_MAX (8 + 16 + CODEC_STATUS_MAX)   /* the longest weir record */
+
+/* Greeting features: what an end can do.  Both ends use what both offer. */
+#define CODEC_FEATURE_KEEPALIVE 0x1u  /* the receiver sends 'K' while it works */
+#define CODEC_FEATURES CODEC_FEATURE_KEEPALIVE
+#define CODEC_KEEPALIVE_SECS 0.5      /* how often a receiver sends 'K' */
+#define CODEC_SILENCE_MIN 2.0         /* a sender's --timeout for the answer, at least */
+
+enum codec_role { CODEC_ROLE_RECEIVER = 'R', CODEC_ROLE_SENDER = 'S' };
+
+/* One parsed weir record.  Which fields are set depends on the type. */
+struct codec_record {
+    unsigned char type;          /* 'H' 'B' 'T' 'S' 'A' 'G' 'K' */
+    /* H */
+    unsigned version, flags;
+    uint32_t block_max;
+    /* G: version above too */
+    unsigned oldest;
+    unsigned char role;
+    uint32_t features;
+    /* S, A: code and message; S and K: bytes written */
+    int code;
+    uint64_t bytes;
+    char msg[CODEC_STATUS_MAX + 1];
+};
 
 static inline void codec_put32(unsigned char *p, uint32_t v)
 {
@@ -81,6 +115,24 @@ size_t codec_trailer(unsigned char *dst, uint64_t total, uint64_t nblocks, uint6
 size_t codec_status(unsigned char *dst, int code, uint64_t bytes, const char *msg);
 /* 'A' record from a sender that gives up; same layout as 'S'. */
 size_t codec_abort(unsigned char *dst, int code, const char *msg);
+
+/* 'G' record: the first thing each end of a connection sends. */
+size_t codec_greeting(unsigned char *dst, enum codec_role role, uint32_t features);
+/* 'K' record: the receiver is alive and its outputs have written bytes. */
+size_t codec_keepalive(unsigned char *dst, uint64_t bytes);
+
+/* The length of the record whose first 8 bytes are at p (8 + payload), or 0
+ * when those bytes are not the start of a weir record of a sane length. */
+size_t codec_record_length(const unsigned char *p);
+/* Parse one whole record of len bytes (codec_record_length).  Every
+ * reserved byte must be zero and every length must agree.  Returns 0, or -1
+ * with a reason in why ("malformed weir greeting", "unsupported weir stream
+ * version 9 (this weir reads 1)").  The one parser of every record type:
+ * the stream decoder, the listener and the sender's back channel use it. */
+int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *r, char *why,
+                       size_t whylen);
+/* Whether two protocol ranges overlap. */
+bool codec_protocol_compatible(const struct codec_record *peer);
 
 /* The checksum of one block's raw data. */
 uint64_t codec_block_hash(const void *data, size_t len, uint64_t seq);

@@ -4,15 +4,15 @@
  *
  * Contract: each function opens or closes one endpoint and reports failure in
  * a weir_error whose message names the endpoint ("output /mnt/x: ...").  They
- * never print, except that tcp_accept() logs refused peers and tcp_connect()
- * logs retries at -v.  An endpoint is owned by the one thread that does its
+ * never print, except that tcp_connect() logs retries.  Admitting a sender
+ * on a listening socket is listener.c's.  An endpoint is owned by the one thread that does its
  * I/O.  Blocking calls (accept, connect) return ECANCELED promptly once *stop
  * is set and the calling thread is sent the pipeline's wake-up signal.
  *
  * Files are opened by main() before any thread starts, so a refused -o (an
  * existing file without -f) is reported before any byte moves.  The listening
- * socket is bound by main() too, so "listening on ..." appears at once; the
- * reader thread accepts.  Outgoing connections are made by each output's
+ * socket is bound at setup too, so "listening on ..." appears at once; the
+ * reader thread admits a sender (listener.h).  Outgoing connections are made by each output's
  * writer thread, which retries until --connect-timeout.
  */
 #ifndef WEIR_ENDPOINT_H
@@ -85,15 +85,9 @@ struct tcp_listener {
 
 /* Bind and listen as -I, --bind, -4 and -6 say; fills addr. WEIR_EXIT_NETWORK. */
 int tcp_listen(const struct weir_options *o, struct tcp_listener *l, struct weir_error *err);
-/* Accept the first allowed peer; others are logged, closed, and waited past.
- * timeout_s 0 waits forever.  The listening socket stays open. */
-int tcp_accept(struct tcp_listener *l, double timeout_s, double io_timeout, atomic_bool *stop,
-               struct weir_log *log, struct endpoint *ep, struct weir_error *err);
+/* Whether peer may connect: the -I HOST allow-list, or anyone. */
+bool tcp_peer_allowed(const struct tcp_listener *l, const struct sockaddr *peer);
 void tcp_listener_close(struct tcp_listener *l);
-/* Wait until an accepted connection sends its first byte.  1: it did (the
- * byte stays unread); 0: it closed or reset without sending anything, or
- * another peer is waiting while it stays silent; -1: error or stopping. */
-int tcp_first_byte(struct tcp_listener *l, int fd, int timeout_ms, atomic_bool *stop);
 /* Connect to host:port, retrying until timeout_s (0: one attempt). */
 int tcp_connect(const struct output_spec *spec, const struct weir_options *o,
                 atomic_bool *stop, struct weir_log *log, struct endpoint *ep,

@@ -18,4 +18,27 @@ ok "the listener keeps listening"
 wait_bounded "$LPID" 20
 [ "$STATUS" -eq 0 ] || fail "listener exited $STATUS"
 same "$TMP/in" "$TMP/out" "the allowed peer's data arrives, the intruder's does not"
+
+# a disallowed peer never affects an allowed one that has not sent yet (nc,
+# mbuffer, a slow producer): the allowed one waits, the other is refused
+"$WEIR" -I 127.0.0.1:0 --raw -o "$TMP/out2" 2>"$TMP/lerr2" &
+LPID=$!
+PIDS+=("$LPID")
+wait_for "$TMP/lerr2" "listening on" 10
+port=$(grep -o 'listening on .*' "$TMP/lerr2" | grep -o '[0-9]*$')
+mkfifo "$TMP/hold"
+nc -N 127.0.0.1 "$port" <"$TMP/hold" >/dev/null 2>&1 &
+PIDS+=($!)
+exec 8>"$TMP/hold"      # the allowed peer is connected and silent
+for i in 1 2 3; do
+    echo intruder | nc -N -s 127.0.0.2 127.0.0.1 "$port" 2>/dev/null
+done
+wait_for "$TMP/lerr2" "refused connection from 127.0.0.2" 10
+cat "$TMP/in" >&8       # now the allowed peer sends
+exec 8>&-
+wait_bounded "$LPID" 20
+[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr2"; fail "listener exited $STATUS"; }
+same "$TMP/in" "$TMP/out2" "a silent allowed peer outlasts disallowed ones and its data arrives"
+grep -q "dropped connection from 127.0.0.1" "$TMP/lerr2" && fail "the allowed peer was dropped"
+ok "the allowed peer was never dropped"
 done_testing

@@ -26,7 +26,23 @@ run_fault pass 0 0
 [ "$SST" -eq 0 ] && [ "$RST" -eq 0 ] || fail "control: sender $SST receiver $RST"
 same "$TMP/in" "$TMP/out" "through the proxy without a fault"
 
-for at in 10 100000 1999990; do
+# cut before the sender proved itself (greeting and header are 48 bytes):
+# the listener never admitted it, logs the drop and keeps listening
+listen "$TMP/out" "$TMP/lerr"
+rm -f "$TMP/proxy"
+"$TESTTOOL" proxy "$LPORT" cut 10 0 >"$TMP/proxy" &
+PIDS+=($!)
+wait_for "$TMP/proxy" "proxy listening on" 10
+pport=$(grep -o '[0-9]*$' "$TMP/proxy")
+expect 5 "cut at byte 10: the sender" "$WEIR" -q -s 64k -O "127.0.0.1:$pport" -i "$TMP/in"
+wait_for "$TMP/lerr" "it closed before it sent a weir header" 10
+kill -0 "$LPID" || fail "cut at byte 10 ended the listener"
+ok "cut at byte 10: the listener logs it and keeps listening"
+"$WEIR" -q -O "127.0.0.1:$LPORT" -i "$TMP/in" || fail "the sender after the cut one: exit $?"
+wait_bounded "$LPID" 20
+same "$TMP/in" "$TMP/out" "then a real sender gets through"
+
+for at in 100 100000 1999990; do
     run_fault cut "$at" 0
     [ "$RST" -eq 6 ] || { cat "$TMP/lerr"; fail "cut at $at: receiver exit $RST"; }
     has_msg "$TMP/lerr" "truncated weir stream" "cut at byte $at: receiver reports truncation (exit 6)"

@@ -9,11 +9,13 @@ for mode in stream z raw; do
     [ "$mode" = raw ] && flags=(--raw)
     for n in 0 1 $((B - 1)) $B $((B + 1)) 12000017; do
         gen "$TMP/in" "$n" mixed
-        listen "$TMP/out" "$TMP/lerr"
+        lflags=()
+        [ "$mode" = raw ] && lflags=(--raw)
+        listen "$TMP/out" "$TMP/lerr" "${lflags[@]}"
         if [ "$mode" = raw ] && [ "$n" -eq 0 ]; then
             # no bytes and no framing: to the listener this is a port scan
             "$WEIR" -q --raw -O "127.0.0.1:$LPORT" -i "$TMP/in" || fail "empty raw sender"
-            wait_for "$TMP/lerr" "dropped: it sent nothing; still listening" 10
+            wait_for "$TMP/lerr" "it closed without sending anything" 10
             kill -0 "$LPID" 2>/dev/null || fail "an empty raw connection ended the listener"
             ok "an empty plain-byte connection is dropped and weir keeps listening"
             kill "$LPID"

@@ -47,6 +47,30 @@ listen /dev/null "$TMP/lerr" -q -R 3M -o "$TMP/slow.out"
 same "$TMP/in" "$TMP/slow.out" "when the sender exits 0 the slow receiver has written everything"
 wait_bounded "$LPID" 10
 
+# 3b. --timeout measures silence, not the drain: a receiver at -R 2M needs
+# about 5 s after the sender's last byte, longer than the sender's --timeout 2;
+# it keeps saying so, and the sender waits and exits 0
+gen "$TMP/in10" 10000000 random
+listen /dev/null "$TMP/lerr" -q -R 2M -m 64M -o "$TMP/drain.out"
+expect 0 "sender with --timeout 2 to a receiver draining for 5 s" \
+    "$WEIR" -q --timeout 2 -O "127.0.0.1:$LPORT" -i "$TMP/in10"
+same "$TMP/in10" "$TMP/drain.out" "the drain outlasted --timeout and every byte arrived"
+wait_bounded "$LPID" 10
+[ "$STATUS" -eq 0 ] || fail "draining receiver: exit $STATUS"
+
+# 3c. a receiver that falls silent (stopped) fails its sender after --timeout
+listen /dev/null "$TMP/lerr" -q -R 1M -m 64M -o "$TMP/stopped.out"
+bg "$WEIR" -q --timeout 2 -O "127.0.0.1:$LPORT" -i "$TMP/in" 2>"$TMP/serr3"
+spid=$BPID
+wait_size "$TMP/stopped.out" 500000 10   # the 3 MB were sent at once; the drain is on
+kill -STOP "$LPID"
+wait_bounded "$spid" 15
+[ "$STATUS" -eq 5 ] || fail "sender of a stopped receiver: exit $STATUS, want 5"
+has_msg "$TMP/serr3" "the receiver fell silent for 2 s before it answered" \
+    "the sender of a receiver that fell silent exits 5 and says so"
+kill -CONT "$LPID"
+kill "$LPID"
+
 # 4. the receiver is interrupted: the sender fails with its reason
 listen /dev/null "$TMP/lerr" -R 1M -o /dev/null
 bg "$WEIR" -q -O "127.0.0.1:$LPORT" -i /dev/zero

@@ -15,6 +15,9 @@
  *         drop   K             leave out data block K of a weir stream
  *         dup    K             send data block K of a weir stream twice
  *         swap   K             send data blocks K and K+1 in swapped order
+ *   testtool crowd PORT N BYTES [SRC]  open N connections to 127.0.0.1:PORT
+ *       (from address SRC if given), send BYTES bytes of junk on each, print
+ *       "crowd ready", then hold them open until stdin closes
  *   testtool slowread BYTES_PER_SEC   copy stdin to stdout slowly
  *   testtool nonblock CMD [ARGS...]   run CMD with O_NONBLOCK set on its stdin
  *       and stdout, so that it meets EAGAIN
@@ -197,14 +200,18 @@ static int forward(struct fault *f, int client, int server, unsigned char *data,
 static void send_rearranged(struct fault *f, int server)
 {
     const unsigned char *p = f->buf;
-    size_t off = 24, nb = 0, starts[65536], lens[65536];
+    size_t off = 0, nb = 0, starts[65536], lens[65536];
+    /* the greeting and the header: weir records before the first block */
+    while (off + 8 <= f->len && get32(p + off) == 0x184D2A57u)
+        off += 8 + get32(p + off + 4);
+    size_t head = off;
     while (off + 11 <= f->len && get32(p + off) == 0x184D2204u && nb < 65536) {
         size_t unit = 11 + (get32(p + off + 7) & 0x7FFFFFFFu) + 36;
         starts[nb] = off;
         lens[nb++] = unit;
         off += unit;
     }
-    write_all(server, p, 24);
+    write_all(server, p, head);
     for (size_t i = 0; i < nb; i++) {
         size_t j = i;
         if (i == f->at && f->mode == DROP)
@@ -389,8 +396,47 @@ static int cmd_nonblock(char **cmd)
     return 1;
 }
 
+static int cmd_crowd(int port, int n, int bytes, const char *src)
+{
+    static int fds[4096];
+    if (n < 1 || n > 4096)
+        return 1;
+    int opened = 0;
+    for (int i = 0; i < n; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0)
+            die("socket");
+        if (src) {
+            struct sockaddr_in me = {.sin_family = AF_INET};
+            if (inet_pton(AF_INET, src, &me.sin_addr) != 1 ||
+                bind(fd, (struct sockaddr *)&me, sizeof me))
+                die("bind the source address");
+        }
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            close(fd);   /* the listener's backlog was full: the crowd is big enough */
+            continue;
+        }
+        for (int b = 0; b < bytes; b++)
+            if (write(fd, "x", 1) != 1)
+                break;
+        fds[opened++] = fd;
+    }
+    printf("crowd ready: %d connections\n", opened);
+    fflush(stdout);
+    char sink[64];
+    while (read(0, sink, sizeof sink) > 0) {
+    }
+    for (int i = 0; i < opened; i++)
+        close(fds[i]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 5 && strcmp(argv[1], "crowd") == 0)
+        return cmd_crowd(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5 ? argv[5] : NULL);
     if (argc >= 3 && strcmp(argv[1], "nonblock") == 0)
         return cmd_nonblock(argv + 2);
     if (argc >= 4 && strcmp(argv[1], "latency") == 0)

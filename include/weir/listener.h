@@ -1,0 +1,56 @@
+/*
+ * listener.h - admitting the sender on a listening socket (-I).
+ *
+ * Contract: listener_admit() runs on the reader thread.  It accepts every
+ * connection as it arrives and keeps those that have not yet proven
+ * themselves in a bounded set, watched together with poll(), so that no
+ * stray, silent, slow or junk peer can delay or displace the real sender:
+ *
+ *   - a peer outside the allow-list (-I HOST:PORT) is refused at once;
+ *   - a weir listener greets every connection (a 'G' record) and admits the
+ *     first that answers with a compatible greeting and a whole, valid
+ *     stream header within the handshake time; plain bytes, an older weir,
+ *     a closed or a silent connection are refused;
+ *   - a --raw listener sends nothing and admits the first connection that
+ *     sends a byte (nc and mbuffer do not greet);
+ *   - at most LISTENER_PENDING connections wait at once, and at most
+ *     LISTENER_PER_ADDRESS from one address; when a new one does not fit,
+ *     the oldest waiting one (from that address first) is dropped.
+ *
+ * Every refusal is logged with the peer's address, and the listener keeps
+ * listening.  On success the listening socket and every other waiting
+ * connection are closed, *ep is the connection (non-blocking, tuned), and
+ * the bytes read past the greeting (the stream header) are in `ahead` for
+ * the stream decoder.  It fails with WEIR_EXIT_NETWORK for --accept-timeout
+ * and errors of the listening socket, and with errno ECANCELED once *stop
+ * is set (the reader is woken by the pipeline's signal).
+ */
+#ifndef WEIR_LISTENER_H
+#define WEIR_LISTENER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "weir/codec.h"
+#include "weir/endpoint.h"
+#include "weir/error.h"
+#include "weir/log.h"
+
+#define LISTENER_PENDING 64
+#define LISTENER_PER_ADDRESS 8
+#define LISTENER_HANDSHAKE_SECS 10.0
+#define LISTENER_AHEAD_MAX CODEC_HEADER_SIZE
+
+struct listener_config {
+    bool raw;                  /* --raw: plain bytes, no greeting */
+    double accept_timeout;     /* --accept-timeout; 0: wait for ever */
+    double io_timeout;         /* --timeout: socket tuning, and a raw peer's first byte */
+    double handshake_timeout;  /* a weir peer's greeting and header */
+};
+
+int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
+                   struct weir_log *log, struct endpoint *ep, unsigned char *ahead,
+                   size_t *nahead, struct weir_error *err);
+
+#endif

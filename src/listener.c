@@ -1,0 +1,344 @@
+/* listener.c - see include/weir/listener.h. */
+#include "weir/listener.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "weir/sync.h"
+
+/* A connection that has not proven itself yet. */
+struct pending {
+    int fd;                    /* -1: a free entry */
+    char peer[80];
+    struct sockaddr_storage addr;
+    double since;              /* when it was accepted: the oldest goes first */
+    double deadline;           /* when it is dropped for saying too little */
+    unsigned char buf[CODEC_GREETING_SIZE + CODEC_HEADER_SIZE];
+    size_t have;
+};
+
+struct admission {
+    struct tcp_listener *l;
+    const struct listener_config *cfg;
+    struct weir_log *log;
+    struct pending conn[LISTENER_PENDING];
+    int count;
+};
+
+static void drop(struct admission *a, struct pending *c, const char *fmt, const char *why)
+{
+    if (fmt)
+        log_msg(a->log, LOG_WARN, fmt, c->peer, why);
+    close(c->fd);
+    c->fd = -1;
+    a->count--;
+}
+
+static bool same_address(const struct sockaddr_storage *x, const struct sockaddr_storage *y)
+{
+    if (x->ss_family != y->ss_family)
+        return false;
+    if (x->ss_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)x)->sin_addr,
+                      &((const struct sockaddr_in *)y)->sin_addr, sizeof(struct in_addr)) == 0;
+    if (x->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
+                      &((const struct sockaddr_in6 *)y)->sin6_addr,
+                      sizeof(struct in6_addr)) == 0;
+    return false;
+}
+
+/* The oldest waiting connection, from addr when it is given. */
+static struct pending *oldest(struct admission *a, const struct sockaddr_storage *addr,
+                              int *from_addr)
+{
+    struct pending *old = NULL;
+    *from_addr = 0;
+    for (int i = 0; i < LISTENER_PENDING; i++) {
+        struct pending *c = &a->conn[i];
+        if (c->fd < 0 || (addr && !same_address(&c->addr, addr)))
+            continue;
+        (*from_addr)++;
+        if (!old || c->since < old->since)
+            old = c;
+    }
+    return old;
+}
+
+/* Make room for a connection from addr: the cap per address first, then the
+ * cap on all of them.  The oldest is dropped, never the newcomer: a real
+ * sender proves itself within milliseconds, a crowd only waits. */
+static struct pending *make_room(struct admission *a, const struct sockaddr_storage *addr)
+{
+    int n;
+    struct pending *old = oldest(a, addr, &n);
+    if (n >= LISTENER_PER_ADDRESS)
+        drop(a, old, "dropped connection from %s: %s", "too many unproven connections "
+             "from that address; the oldest goes");
+    if (a->count >= LISTENER_PENDING) {
+        old = oldest(a, NULL, &n);
+        drop(a, old, "dropped connection from %s: %s", "too many unproven connections; "
+             "the oldest goes");
+    }
+    for (int i = 0; i < LISTENER_PENDING; i++)
+        if (a->conn[i].fd < 0)
+            return &a->conn[i];
+    return NULL;   /* not reached: a slot was just freed */
+}
+
+/* Accept everything waiting on the listening socket.  0, or -1 with *err. */
+static int accept_all(struct admission *a, struct weir_error *err)
+{
+    for (;;) {
+        struct sockaddr_storage ss;
+        socklen_t slen = sizeof ss;
+        int fd = accept4(a->l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return 0;
+            if (errno == ECONNABORTED || errno == EPROTO)
+                continue;
+            if ((errno == EMFILE || errno == ENFILE) && a->count > 0) {
+                int n;
+                drop(a, oldest(a, NULL, &n), "dropped connection from %s: %s",
+                     "out of descriptors; the oldest unproven connection goes");
+                continue;
+            }
+            return error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: accept", a->l->addr);
+        }
+        char peer[80];
+        tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
+        if (!tcp_peer_allowed(a->l, (struct sockaddr *)&ss)) {
+            log_msg(a->log, LOG_WARN, "refused connection from %s: only %s may connect", peer,
+                    a->l->allow_name);
+            close(fd);
+            continue;
+        }
+        unsigned char greeting[CODEC_GREETING_SIZE];
+        codec_greeting(greeting, CODEC_ROLE_RECEIVER, CODEC_FEATURES);
+        if (tcp_tune(fd, a->cfg->io_timeout) != 0 ||
+            (!a->cfg->raw &&
+             send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+                 (ssize_t)sizeof greeting)) {
+            log_msg(a->log, LOG_WARN, "dropped connection from %s: %s", peer, strerror(errno));
+            close(fd);
+            continue;
+        }
+        struct pending *c = make_room(a, &ss);
+        double now = clock_now();
+        double limit = a->cfg->raw ? a->cfg->io_timeout : a->cfg->handshake_timeout;
+        *c = (struct pending){.fd = fd, .addr = ss, .since = now,
+                              .deadline = limit > 0 ? now + limit : 0};
+        snprintf(c->peer, sizeof c->peer, "%s", peer);
+        a->count++;
+        log_msg(a->log, LOG_DEBUG, "connection from %s: waiting for it to prove itself", peer);
+    }
+}
+
+/* What a peer that is not a weir sender began with, for the log. */
+static void describe_start(const unsigned char *b, size_t n, char *out, size_t len)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < n && i < 24 && j + 2 < len; i++)
+        out[j++] = b[i] >= 0x20 && b[i] < 0x7f ? (char)b[i] : '.';
+    out[j] = '\0';
+}
+
+/* Tell a weir sender that cannot be served why, in an answer it reads. */
+static void refuse_with_answer(struct pending *c, const char *msg)
+{
+    unsigned char rec[CODEC_RECORD_MAX];
+    size_t n = codec_status(rec, WEIR_EXIT_NETWORK, 0, msg);
+    (void)send(c->fd, rec, n, MSG_NOSIGNAL | MSG_DONTWAIT);   /* best effort */
+}
+
+/* Judge what a weir peer has sent so far.  1: admitted; 0: keep waiting;
+ * -1: refused (logged and dropped). */
+static int judge_weir(struct admission *a, struct pending *c)
+{
+    char why[160], start[32];
+    size_t n = c->have;
+    if (n >= 4 && codec_get32(c->buf) != CODEC_WEIR_MAGIC) {
+        describe_start(c->buf, n, start, sizeof start);
+        snprintf(why, sizeof why, "it sent plain bytes ('%s'), not a weir greeting; a plain "
+                 "sender needs weir -I --raw", start);
+        drop(a, c, "refused connection from %s: %s", why);
+        return -1;
+    }
+    if (n < CODEC_GREETING_SIZE)
+        return 0;
+    struct codec_record r;
+    if (c->buf[8] == 'H') {
+        drop(a, c, "refused connection from %s: %s", "a weir sender without the greeting "
+             "(older than this one): upgrade it");
+        return -1;
+    }
+    if (codec_parse_record(c->buf, CODEC_GREETING_SIZE, &r, why, sizeof why) ||
+        r.type != 'G' || r.role != CODEC_ROLE_SENDER) {
+        drop(a, c, "refused connection from %s: %s", "it did not greet as a weir sender");
+        return -1;
+    }
+    if (!codec_protocol_compatible(&r)) {
+        snprintf(why, sizeof why, "the sender speaks weir protocol %u to %u, this receiver "
+                 "%u to %u", r.oldest, r.version, CODEC_PROTOCOL_OLDEST, CODEC_PROTOCOL);
+        refuse_with_answer(c, why);
+        drop(a, c, "refused connection from %s: %s", why);
+        return -1;
+    }
+    if (n < sizeof c->buf)
+        return 0;
+    if (codec_parse_record(c->buf + CODEC_GREETING_SIZE, CODEC_HEADER_SIZE, &r, why,
+                           sizeof why) || r.type != 'H') {
+        if (r.type != 'H')
+            snprintf(why, sizeof why, "no weir stream header after its greeting");
+        refuse_with_answer(c, why);
+        drop(a, c, "refused connection from %s: %s", why);
+        return -1;
+    }
+    return 1;
+}
+
+/* Read what a waiting connection sent.  1: admitted; 0: keep waiting;
+ * -1: dropped. */
+static int hear(struct admission *a, struct pending *c)
+{
+    if (a->cfg->raw) {
+        char byte;
+        ssize_t r = recv(c->fd, &byte, 1, MSG_PEEK);
+        if (r > 0)
+            return 1;
+        if (r < 0 && (errno == EAGAIN || errno == EINTR))
+            return 0;
+        if (r < 0 && errno == ECONNRESET)
+            r = 0;
+        drop(a, c, "dropped connection from %s: %s",
+             r == 0 ? "it closed without sending anything" : strerror(errno));
+        return -1;
+    }
+    ssize_t r = recv(c->fd, c->buf + c->have, sizeof c->buf - c->have, 0);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (r < 0 && errno == ECONNRESET)
+        r = 0;   /* a scanner that closed at once gets a reset for the greeting */
+    if (r <= 0) {
+        drop(a, c, "dropped connection from %s: %s",
+             r < 0 ? strerror(errno) : c->have == 0 ? "it closed without sending anything"
+                                                    : "it closed before it sent a weir header");
+        return -1;
+    }
+    c->have += (size_t)r;
+    return judge_weir(a, c);
+}
+
+static void admit(struct admission *a, struct pending *c, struct endpoint *ep,
+                  unsigned char *ahead, size_t *nahead)
+{
+    endpoint_none(ep);
+    ep->fd = c->fd;
+    ep->owned = true;
+    ep->is_socket = true;
+    snprintf(ep->name, sizeof ep->name, "input %s", c->peer);
+    *nahead = 0;
+    if (!a->cfg->raw) {
+        *nahead = c->have - CODEC_GREETING_SIZE;
+        memcpy(ahead, c->buf + CODEC_GREETING_SIZE, *nahead);
+    }
+    c->fd = -1;
+    a->count--;
+    for (int i = 0; i < LISTENER_PENDING; i++)
+        if (a->conn[i].fd >= 0)
+            drop(a, &a->conn[i], "dropped connection from %s: %s",
+                 "another sender was admitted first");
+    tcp_listener_close(a->l);
+    log_msg(a->log, LOG_INFO, "connection from %s", c->peer);
+}
+
+/* Drop connections whose time is up; the earliest remaining deadline. */
+static double expire(struct admission *a, double now)
+{
+    double next = 0;
+    for (int i = 0; i < LISTENER_PENDING; i++) {
+        struct pending *c = &a->conn[i];
+        if (c->fd < 0 || c->deadline == 0)
+            continue;
+        if (now >= c->deadline) {
+            char why[96];
+            snprintf(why, sizeof why, a->cfg->raw ? "it sent nothing for %g s"
+                                                  : "it sent no weir greeting and header "
+                                                    "within %g s",
+                     a->cfg->raw ? a->cfg->io_timeout : a->cfg->handshake_timeout);
+            drop(a, c, "dropped connection from %s: %s", why);
+        } else if (next == 0 || c->deadline < next) {
+            next = c->deadline;
+        }
+    }
+    return next;
+}
+
+static int wait_ms(double now, double a, double b)
+{
+    double until = a == 0 ? b : b == 0 ? a : a < b ? a : b;
+    if (until == 0)
+        return 1000;   /* the stop flag is looked at after every wake-up anyway */
+    double ms = (until - now) * 1000.0 + 1;
+    return ms > 1000 ? 1000 : ms < 0 ? 0 : (int)ms;
+}
+
+int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
+                   struct weir_log *log, struct endpoint *ep, unsigned char *ahead,
+                   size_t *nahead, struct weir_error *err)
+{
+    struct admission a = {.l = l, .cfg = cfg, .log = log};
+    for (int i = 0; i < LISTENER_PENDING; i++)
+        a.conn[i].fd = -1;
+    double give_up = cfg->accept_timeout > 0 ? clock_now() + cfg->accept_timeout : 0;
+    int rc = -1;
+    for (;;) {
+        if (atomic_load(stop)) {
+            errno = ECANCELED;
+            error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "listen %s", l->addr);
+            break;
+        }
+        double now = clock_now();
+        if (give_up && now >= give_up) {
+            error_set(err, WEIR_EXIT_NETWORK, "listen %s: no connection within %g s", l->addr,
+                      cfg->accept_timeout);
+            break;
+        }
+        double next = expire(&a, now);
+        struct pollfd pfd[1 + LISTENER_PENDING];
+        struct pending *who[1 + LISTENER_PENDING];
+        int n = 0;
+        pfd[n++] = (struct pollfd){.fd = l->fd, .events = POLLIN};
+        for (int i = 0; i < LISTENER_PENDING; i++)
+            if (a.conn[i].fd >= 0) {
+                who[n] = &a.conn[i];
+                pfd[n++] = (struct pollfd){.fd = a.conn[i].fd, .events = POLLIN};
+            }
+        int r = poll(pfd, (nfds_t)n, wait_ms(now, next, give_up));
+        if (r < 0 && errno != EINTR) {
+            error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: poll", l->addr);
+            break;
+        }
+        if (r <= 0)
+            continue;
+        struct pending *won = NULL;
+        for (int i = 1; i < n && !won; i++)
+            if (pfd[i].revents && who[i]->fd >= 0 && hear(&a, who[i]) == 1)
+                won = who[i];
+        if (won) {
+            admit(&a, won, ep, ahead, nahead);
+            return 0;
+        }
+        if (pfd[0].revents && accept_all(&a, err))
+            break;
+    }
+    for (int i = 0; i < LISTENER_PENDING; i++)
+        if (a.conn[i].fd >= 0)
+            drop(&a, &a.conn[i], NULL, NULL);
+    return rc;
+}
