@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-2G}
 RUNS=${RUNS:-5}
-CASES=${CASES:-"pipe pipe_mbuffer file tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp rss latency"}
+CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp rss latency"}
 bash scripts/deps.sh || exit 1
 if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
@@ -97,6 +97,15 @@ for c in $CASES; do
         A="$W -q -i $MIX -o /dev/null"
         B="cat $MIX >/dev/null"
         run_case "\`weir -i F -o /dev/null\` vs \`cat F >/dev/null\`" "≤ 1.30" ;;
+    sync)
+        # what the promise of durability costs: fdatasync of a file output
+        # (and fsync of its directory) against --no-sync; each run starts
+        # with nothing dirty, so neither side pays for the other's writeback
+        prep_a() { rm -f "$D/sync.out"; sync; }; prep_b() { rm -f "$D/sync.out"; sync; }
+        A="$W -q -i $MIX -o $D/sync.out"
+        B="$W -q --no-sync -i $MIX -o $D/sync.out"
+        run_case "\`weir -i F -o file\` (flushed) vs \`--no-sync\`" "cost, no target"
+        rm -f "$D/sync.out" ;;
     tcp_nc)
         prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
         prep_b() {

@@ -88,7 +88,7 @@ int endpoint_open_output(const char *path, bool force, bool closed, struct endpo
                          struct weir_error *err)
 {
     endpoint_none(ep);
-    if (strcmp(path, "-") == 0) {
+    if (!path || strcmp(path, "-") == 0) {
         snprintf(ep->name, sizeof ep->name, "output <stdout>");
         if (closed)
             return error_set(err, WEIR_EXIT_OUTPUT,

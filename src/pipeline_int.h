@@ -74,6 +74,7 @@ struct output {
     uint64_t seq;              /* cursor: the slot being written */
     size_t off;                /*         bytes of it written */
     uint64_t bytes;            /* queue bytes written */
+    uint32_t peer_features;    /* owned by the writer: what the receiver's greeting offers */
     double last_heard;         /* when the receiver last said anything */
     uint64_t peer_written;     /* what its keepalives say its outputs wrote */
     bool status_received;      /* the receiver answered */

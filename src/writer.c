@@ -224,6 +224,7 @@ static int read_greeting(struct output *o, struct weir_error *e)
             return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver speaks weir protocol %u "
                              "to %u, this weir %u to %u: upgrade the older one", o->ep.name,
                              r.oldest, r.version, CODEC_PROTOCOL_OLDEST, CODEC_PROTOCOL);
+        o->peer_features = r.features & CODEC_FEATURES;
         o->last_heard = clock_now();
         return 0;
     }
@@ -319,6 +320,9 @@ static int await_answer(struct output *o, struct weir_error *e)
     double limit = p->o->io_timeout;
     if (limit > 0 && limit < CODEC_SILENCE_MIN)
         limit = CODEC_SILENCE_MIN;
+    bool silence = (o->peer_features & CODEC_FEATURE_KEEPALIVE) != 0;
+    if (!silence)
+        o->last_heard = clock_now();   /* a receiver without keepalives: bound the wait */
     sync_lock(&p->lock);
     bool timed_out = false;
     while (!o->status_received && !o->dead && !atomic_load(&o->halt) && o->bc_running) {

@@ -13,7 +13,10 @@ held() {
     local label=$1 file=$2
     shift 2
     rm -f "$TMP/st"
-    { cat "$file" | "$WEIR" -d -m 32M "$@" 2>"$TMP/st" | sleep 60; } &
+    # the consumer never reads; it ends when weir does (its pipe breaks)
+    mkfifo "$TMP/never"
+    { cat "$file" | "$WEIR" -d -m 32M "$@" 2>"$TMP/st" | { read -r _ <"$TMP/never"; }; } \
+        >/dev/null 2>&1 &
     local job=$!
     PIDS+=("$job")
     local pid="" i=0 last=-1 now=0 line=""
@@ -33,6 +36,9 @@ held() {
         last=$now
     done
     kill "$pid" 2>/dev/null
+    : >"$TMP/never"   # lets the consumer go
+    wait "$job" 2>/dev/null
+    rm -f "$TMP/never"
     [ "$now" -ge 28 ] || fail "$label: the buffer held only $now MiB of -m 32M ($line)"
     ok "$label: holds $now MiB of data with -m 32M"
     local fill

@@ -5,6 +5,7 @@
 # --no-sync gives that promise up.
 . "$(dirname "$0")/lib.sh"
 : "${FAULTSHIM:?FAULTSHIM must name the fault shim}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0"
 shim() { WEIR_FAULT=$1 LD_PRELOAD=$FAULTSHIM "${@:2}"; }
 gen "$TMP/in" 200000 random
 
