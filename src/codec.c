@@ -108,9 +108,10 @@ size_t codec_greeting(unsigned char *dst, enum codec_role role, uint32_t feature
     return CODEC_GREETING_SIZE;
 }
 
-size_t codec_keepalive(unsigned char *dst, uint64_t bytes)
+size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase)
 {
     record_start(dst, 16, 'K');
+    dst[9] = (unsigned char)phase;
     codec_put64(dst + 16, bytes);
     return CODEC_KEEPALIVE_SIZE;
 }
@@ -199,8 +200,9 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
         r->features = codec_get32(p + 16);
         return 0;
     case 'K':
-        if (len != CODEC_KEEPALIVE_SIZE || !zeros(p + 9, 7))
+        if (len != CODEC_KEEPALIVE_SIZE || p[9] > CODEC_PHASE_MAX || !zeros(p + 10, 6))
             return bad_record(why, whylen, "malformed weir keepalive");
+        r->phase = p[9];
         r->bytes = codec_get64(p + 16);
         return 0;
     default:

@@ -128,3 +128,16 @@ int io_writev_all(int fd, struct iovec *iov, int cnt, int timeout_ms, atomic_boo
     }
     return 0;
 }
+
+ssize_t io_writev(int fd, const struct iovec *iov, int cnt, int timeout_ms, atomic_bool *stop)
+{
+    for (;;) {
+        ssize_t w = writev(fd, iov, cnt);
+        if (w > 0)
+            return w;
+        if (w == 0)
+            errno = EAGAIN;   /* not expected for a non-empty iovec: wait, do not spin */
+        if (io_retry(fd, POLLOUT, timeout_ms, stop))
+            return -1;
+    }
+}

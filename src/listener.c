@@ -234,14 +234,12 @@ static int hear(struct admission *a, struct pending *c)
     return judge_weir(a, c);
 }
 
-static void admit(struct admission *a, struct pending *c, struct endpoint *ep,
+static void admit(struct admission *a, struct pending *c, struct transport *t,
                   unsigned char *ahead, size_t *nahead)
 {
-    endpoint_none(ep);
-    ep->fd = c->fd;
-    ep->owned = true;
-    ep->is_socket = true;
-    snprintf(ep->name, sizeof ep->name, "input %s", c->peer);
+    char name[100];
+    snprintf(name, sizeof name, "input %s", c->peer);
+    transport_tcp(t, c->fd, name);
     *nahead = 0;
     if (!a->cfg->raw) {
         *nahead = c->have - CODEC_GREETING_SIZE;
@@ -289,7 +287,7 @@ static int wait_ms(double now, double a, double b)
 }
 
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
-                   struct weir_log *log, struct endpoint *ep, unsigned char *ahead,
+                   struct weir_log *log, struct transport *t, unsigned char *ahead,
                    size_t *nahead, struct weir_error *err)
 {
     struct admission a = {.l = l, .cfg = cfg, .log = log};
@@ -331,7 +329,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
             if (pfd[i].revents && who[i]->fd >= 0 && hear(&a, who[i]) == 1)
                 won = who[i];
         if (won) {
-            admit(&a, won, ep, ahead, nahead);
+            admit(&a, won, t, ahead, nahead);
             return 0;
         }
         if (pfd[0].revents && accept_all(&a, err))

@@ -2,6 +2,7 @@
 #include "weir/log.h"
 #include "weir/sync.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,7 +20,7 @@ void log_init(struct weir_log *log, bool quiet, int verbosity)
 
 int log_open_file(struct weir_log *log, const char *path)
 {
-    log->file = fopen(path, "a");
+    log->file = fopen(path, "ae");   /* close-on-exec: children never hold it */
     return log->file ? 0 : -1;
 }
 
@@ -111,6 +112,23 @@ void log_status_end(struct weir_log *log)
         fputc('\n', stderr);
         fflush(stderr);
         log->status_drawn = false;
+    }
+    sync_unlock(&log->lock);
+}
+
+void log_passthrough(struct weir_log *log, const void *buf, size_t n)
+{
+    sync_lock(&log->lock);
+    log_erase_locked(log);
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;   /* nowhere to say it: stderr is gone */
+        p += w;
+        n -= (size_t)w;
     }
     sync_unlock(&log->lock);
 }

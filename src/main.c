@@ -1,8 +1,10 @@
 /*
- * main.c - weir's entry point: options, logging, the pipeline, the exit status.
+ * main.c - weir's command line: options, logging, the engine, the status
+ * line and the summary, the exit status.
  *
  * main() is the only place that prints a fatal setup error and the only
- * place that exits.  Everything after setup is the pipeline's (pipeline.c).
+ * place that exits.  Everything after setup is the engine's (weir.h); this
+ * file only draws what the engine reports.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,11 +17,14 @@
 #include "weir/error.h"
 #include "weir/log.h"
 #include "weir/options.h"
-#include "weir/pipeline.h"
+#include "weir/report.h"
+#include "weir/weir.h"
 
 #ifndef WEIR_VERSION
 #define WEIR_VERSION "0.0.0"
 #endif
+
+#define STATUS_INTERVAL 0.5   /* seconds between redraws of the status line */
 
 /* A descriptor 0, 1 or 2 that is closed at startup would be handed to the
  * first file or socket weir opens, and messages or data meant for it would
@@ -43,6 +48,52 @@ static int standard_descriptors(bool closed[3])
         }
     }
     return 0;
+}
+
+/* The engine's observer: the status line, redrawn in place on a terminal,
+ * or printed whole when SIGUSR1 asks for it. */
+static void draw_status(void *ctx, const struct stats_snapshot *prev,
+                        const struct stats_snapshot *now, bool whole_line)
+{
+    struct weir_log *log = ctx;
+    char line[400];
+    stats_status_line(prev, now, line, sizeof line);
+    if (whole_line)
+        log_status_line(log, line);
+    else
+        log_status(log, line);
+}
+
+static int run(const struct weir_options *opts, struct weir_log *log)
+{
+    struct weir_config cfg;
+    struct weir_error err;
+    options_to_config(opts, &cfg);
+    if (weir_signals_block(&err)) {
+        log_msg(log, LOG_ERROR, "%s", err.msg);
+        return err.status;
+    }
+    struct weir_engine *engine = NULL;
+    int status;
+    if (weir_create(&cfg, log, &engine, &err)) {
+        log_msg(log, LOG_ERROR, "%s", err.msg);
+        status = err.status;
+    } else {
+        struct weir_observer obs = {.status = draw_status, .ctx = log,
+                                    .interval = log->tty && !opts->quiet ? STATUS_INTERVAL
+                                                                          : 0};
+        status = weir_run(engine, &obs);
+        struct stats_snapshot s;
+        weir_snapshot(engine, &s);
+        log_status_end(log);
+        if (!opts->quiet) {
+            char line[512];
+            stats_summary(&s, weir_succeeded(engine), line, sizeof line);
+            log_status_line(log, line);
+        }
+    }
+    weir_destroy(engine);
+    return status;
 }
 
 int main(int argc, char **argv)
@@ -76,19 +127,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "weir: log %s: open: %s\n", opts.log_path, strerror(errno));
         return WEIR_EXIT_USAGE;
     }
-    if (pipeline_signals_block(&err)) {
-        log_msg(&log, LOG_ERROR, "%s", err.msg);
-        return err.status;
-    }
-    struct pipeline *p = NULL;
-    int status;
-    if (pipeline_create(&opts, &log, &p, &err)) {
-        log_msg(&log, LOG_ERROR, "%s", err.msg);
-        status = err.status;
-    } else {
-        status = pipeline_run(p);
-    }
-    pipeline_destroy(p);
+    int status = run(&opts, &log);
     log_close(&log);
     return status;
 }

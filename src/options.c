@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdio.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -43,8 +44,10 @@ static const struct option long_opts[] = {
 void options_usage(FILE *out)
 {
     fputs(
-"usage: weir [options]\n"
+"usage: weir [options] [-- COMMAND [ARGS...]]\n"
 "  a buffer for pipes and networks: stdin/-i/-I in, stdout/-o/-O out\n"
+"  COMMAND is run by weir: the consumer of what weir reads when weir has an\n"
+"  input (-i, -I), else the producer whose output weir reads\n"
 "\n"
 "input and outputs:\n"
 "  -i FILE            read FILE (default stdin; - is stdin)\n"
@@ -317,6 +320,13 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
                    "--raw to compress what a plain sender sends");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
+    if (o->command && o->command_consumes) {
+        if (stdouts > 0)
+            return bad(err, "-o - and the consumer after -- both write to standard output");
+        if (o->noutputs == WEIR_MAX_OUTPUTS)
+            return error_set(err, WEIR_EXIT_USAGE, "too many outputs (at most %d, the "
+                             "consumer after -- included)", WEIR_MAX_OUTPUTS);
+    }
     return 0;
 }
 
@@ -376,6 +386,7 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         if (o->input_path)
             return bad(err, "-i: only one input (already '%s')", o->input_path);
         o->input_path = arg;
+        o->input_given = true;
         return 0;
     case 'o': case 'O':
         return add_output(o, c, arg, err);
@@ -383,6 +394,7 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         if (o->listen)
             return bad(err, "-I: only one listening port");
         o->listen = true;
+        o->input_given = true;
         return split_hostport("-I", arg, false, o->allow_host, sizeof o->allow_host,
                               o->listen_port, sizeof o->listen_port, err);
     case 'm': r->mem = arg; return 0;
@@ -453,7 +465,10 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
     opterr = 0;
     optind = 0;   /* glibc: 0 also resets getopt's internal state */
     int c;
-    while ((c = getopt_long(argc, argv, ":i:o:I:O:m:s:b:P:p:r:R:fqvl:e46zdT:hVn:A:a:D:t",
+    const char *last_arg = NULL;
+    /* '+': stop at the first non-option, so that "--" and what follows it
+     * (the producer's or consumer's own arguments) are left as they are */
+    while ((c = getopt_long(argc, argv, "+:i:o:I:O:m:s:b:P:p:r:R:fqvl:e46zdT:hVn:A:a:D:t",
                             long_opts, NULL)) != -1) {
         if (c == '?') {
             if (optopt && optopt < 256)
@@ -468,12 +483,23 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
             return error_set(err, WEIR_EXIT_USAGE, "option '%s' needs a value",
                              argv[optind - 1]);
         }
+        last_arg = optarg;
         if (parse_one(o, c, optarg, &r, &ct_given, err))
             return -1;
     }
-    if (optind < argc)
-        return bad(err, "unexpected argument '%s' (inputs and outputs take -i, -o, -I, -O)",
-                   argv[optind]);
+    bool dashdash = optind > 1 && optind <= argc && strcmp(argv[optind - 1], "--") == 0 &&
+                    argv[optind - 1] != last_arg;
+    if (dashdash) {
+        if (optind == argc || !argv[optind][0])
+            return bad(err, "--: no command after it (weir -O host:port -- zfs send ...)");
+        o->command = argv + optind;
+        /* with an input, the command consumes what weir reads; without
+         * one, it produces what weir reads */
+        o->command_consumes = o->input_given;
+    } else if (optind < argc) {
+        return bad(err, "unexpected argument '%s' (inputs and outputs take -i, -o, -I, -O; "
+                   "a command to run comes after --)", argv[optind]);
+    }
     if (o->help || o->version)
         return 0;
     if (o->input_path && strcmp(o->input_path, "-") == 0)
@@ -481,4 +507,56 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
     if (resolve_sizes(o, &r, err) || check_conflicts(o, ct_given, err))
         return -1;
     return 0;
+}
+
+void options_to_config(const struct weir_options *o, struct weir_config *c)
+{
+    weir_config_defaults(c);
+    c->input = o->listen ? WEIR_IN_LISTEN
+               : o->command && !o->command_consumes ? WEIR_IN_COMMAND
+               : o->input_path ? WEIR_IN_FILE : WEIR_IN_STDIN;
+    c->input_path = o->input_path;
+    c->command = o->command;
+    for (int i = 0; i < o->noutputs; i++) {
+        const struct output_spec *s = &o->outputs[i];
+        struct weir_output *d = &c->outputs[c->noutputs++];
+        if (s->kind == OUTPUT_TCP) {
+            d->kind = WEIR_OUT_TCP;
+            snprintf(d->host, sizeof d->host, "%s", s->host);
+            snprintf(d->port, sizeof d->port, "%s", s->port);
+        } else if (strcmp(s->path, "-") == 0) {
+            d->kind = WEIR_OUT_STDOUT;
+        } else {
+            d->kind = WEIR_OUT_FILE;
+            d->path = s->path;
+        }
+    }
+    if (o->command && o->command_consumes)
+        c->outputs[c->noutputs++].kind = WEIR_OUT_COMMAND;
+    c->mem = o->mem;
+    c->block = o->block;
+    c->start_write_pct = o->start_write_pct;
+    c->resume_read_pct = o->resume_read_pct;
+    c->read_rate = o->read_rate;
+    c->write_rate = o->write_rate;
+    c->readahead = o->readahead;
+    c->compress = o->compress;
+    c->level = o->level;
+    c->decode = o->decode;
+    c->threads = o->threads;
+    c->tcp.family = o->family;
+    c->tcp.connect_timeout = o->connect_timeout;
+    c->tcp.accept_timeout = o->accept_timeout;
+    c->tcp.io_timeout = o->io_timeout;
+    c->tcp.raw = o->raw;
+    c->tcp.bind_addr = o->bind_addr;
+    snprintf(c->tcp.listen_port, sizeof c->tcp.listen_port, "%s", o->listen_port);
+    snprintf(c->tcp.allow_host, sizeof c->tcp.allow_host, "%s", o->allow_host);
+    c->force = o->force;
+    c->stop_on_error = o->stop_on_error;
+    c->no_sync = o->no_sync;
+    c->expect_size = o->expect_size;
+    c->stdin_closed = o->stdin_closed;
+    c->stdout_closed = o->stdout_closed;
+    c->log_path = o->log_path;
 }

@@ -255,9 +255,10 @@ static int parse_abort(struct stream_decoder *d, uint32_t len, struct weir_error
     char why[96];
     if (codec_parse_record(d->stage + d->pos, 8 + len, &r, why, sizeof why))
         return corrupt(d, err, d->offset, why);
-    return error_set(err, WEIR_EXIT_INTEGRITY,
-                     "%s: the sender aborted the stream at byte %llu: %s", d->src.name,
-                     (unsigned long long)d->offset, r.msg);
+    /* the sender's input (its producer) failing keeps its meaning here;
+     * anything else is, from here, a failure of the far end */
+    return error_set(err, r.code == WEIR_EXIT_INPUT ? WEIR_EXIT_INPUT : WEIR_EXIT_NETWORK,
+                     "sender: %s", r.msg);
 }
 
 /* A weir record where a block or the trailer may stand. 0: trailer read. */

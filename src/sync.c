@@ -79,11 +79,29 @@ void sync_signal_at(pthread_cond_t *c, const char *file, int line)
         sync_die(err, "pthread_cond_signal", file, line);
 }
 
-void sync_create_at(pthread_t *t, void *(*fn)(void *), void *arg, const char *file, int line)
+int sync_create_at(pthread_t *t, void *(*fn)(void *), void *arg, struct weir_error *e,
+                   const char *file, int line)
 {
     int err = pthread_create(t, NULL, fn, arg);
+    if (err == EAGAIN)
+        return error_sys(e, WEIR_EXIT_INTERNAL, err, "cannot start a thread");
     if (err)
         sync_die(err, "pthread_create", file, line);
+    return 0;
+}
+
+void sync_kill_at(pthread_t t, int sig, const char *file, int line)
+{
+    int err = pthread_kill(t, sig);
+    if (err)
+        sync_die(err, "pthread_kill", file, line);
+}
+
+void sync_sigmask_at(int how, const sigset_t *set, const char *file, int line)
+{
+    int err = pthread_sigmask(how, set, NULL);
+    if (err)
+        sync_die(err, "pthread_sigmask", file, line);
 }
 
 void sync_join_at(pthread_t t, const char *file, int line)

@@ -6,8 +6,8 @@
  * Jobs wait in a FIFO (p->jobs) guarded by p->lock.  A worker takes the
  * oldest, takes the output block the job was promised, and does the work
  * with the lock released.  Results land in the job's slot, which may be
- * ahead of slots still being worked on; writers stop at p->ready, so order
- * is kept without the workers waiting for each other.
+ * ahead of slots still being worked on; cursors stop at the ring's ready
+ * slot, so order is kept without the workers waiting for each other.
  */
 #include "pipeline_int.h"
 #include "weir/codec.h"
@@ -15,13 +15,11 @@
 
 void job_queue_locked(struct pipeline *p, struct job *j)
 {
-    j->seq = p->head;   /* the result's slot: pending until a worker fills it */
-    p->ring[p->head & p->mask] = (struct slot){.present = false};
-    p->head++;
-    p->jobs[p->job_tail % p->pool.nblocks] = *j;
-    p->staging_bytes += j->len;
+    j->seq = ring_add_locked(&p->ring, RING_PENDING, 0);
+    p->jobs[p->job_tail % p->ring.pool.nblocks] = *j;
     p->job_tail++;
-    p->out_reserved++;
+    p->ring.reserved++;
+    p->ring.staging_bytes += j->len;
     sync_signal(&p->job_cv);
 }
 
@@ -33,11 +31,11 @@ static bool worker_take(struct pipeline *p, struct job *j, uint32_t *out)
         sync_wait(&p->job_cv, &p->lock);
     bool ok = !atomic_load(&p->stop) && p->job_head != p->job_tail;
     if (ok) {
-        *j = p->jobs[p->job_head % p->pool.nblocks];
+        *j = p->jobs[p->job_head % p->ring.pool.nblocks];
         p->job_head++;
-        p->out_reserved--;
-        /* the reader kept this block free for us (reader_take_block) */
-        ok = pool_take_locked(&p->pool, out);
+        p->ring.reserved--;
+        /* the reader kept this block free for us (ring_take_block) */
+        ok = pool_take_locked(&p->ring.pool, out);
         if (!ok) {
             struct weir_error e;
             error_set(&e, WEIR_EXIT_INTERNAL, "internal error: no block for a worker");
@@ -54,16 +52,11 @@ static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out,
                           uint64_t raw, uint64_t hash)
 {
     sync_lock(&p->lock);
-    pool_release_locked(&p->pool, j->src);
-    struct slot *s = &p->ring[j->seq & p->mask];
-    *s = (struct slot){.block = out, .present = true, .sealed = true, .len = len,
-                       .hash = hash, .raw_len = (uint32_t)raw};
-    p->queued_bytes += len;
-    p->staging_bytes -= j->len;
+    ring_return_block_locked(&p->ring, j->src);
+    p->ring.staging_bytes -= j->len;
     if (!p->encode)
         p->data_bytes += raw;
-    gate_check_locked(p);
-    advance_ready_locked(p);
+    ring_present_locked(&p->ring, j->seq, out, len, hash, (uint32_t)raw);
     content_catch_up_locked(p);
     sync_unlock(&p->lock);
 }
@@ -76,21 +69,21 @@ void *worker_main(void *arg)
     struct job j;
     uint32_t out;
     while (worker_take(p, &j, &out)) {
-        const unsigned char *src = pool_data(&p->pool, j.src);
-        unsigned char *dst = pool_data(&p->pool, out);
+        const unsigned char *src = pool_data(&p->ring.pool, j.src);
+        unsigned char *dst = pool_data(&p->ring.pool, out);
         if (p->encode) {
             uint64_t hash;
-            size_t n = codec_encode_block(src, j.len, dst, p->o->level, j.blk.seq,
-                                          (uint32_t)p->unit, &hash);
+            size_t n = codec_encode_block(src, j.len, dst, p->cfg->level, j.blk.seq,
+                                          (uint32_t)p->ring.unit, &hash);
             worker_finish(p, &j, out, n, j.len, hash);
             continue;
         }
-        size_t cap = p->pool.block_size;
+        size_t cap = p->ring.pool.block_size;
         if (j.blk.lz4 && j.blk.raw_max < cap)
             cap = j.blk.raw_max;
         long n = codec_decode_block(src, j.len, j.blk.stored, dst, cap);
         struct weir_error e;
-        if (stream_verify_block(&j.blk, src, dst, n, p->in_ep.name, &e)) {
+        if (stream_verify_block(&j.blk, src, dst, n, p->in.name, &e)) {
             pipeline_fail(p, &e);
             break;
         }

@@ -50,6 +50,7 @@
 #define CODEC_PROTOCOL_OLDEST 1
 #define CODEC_GREETING_SIZE 24        /* 8 + 16 */
 #define CODEC_KEEPALIVE_SIZE 24       /* 8 + 16 */
+#define CODEC_PHASE_MAX 2             /* the last phase a keepalive may name */
 #define CODEC_RECORD_MAX (8 + 16 + CODEC_STATUS_MAX)   /* the longest weir record */
 
 /* Greeting features: what an end can do.  Both ends use what both offer. */
@@ -70,6 +71,8 @@ struct codec_record {
     unsigned oldest;
     unsigned char role;
     uint32_t features;
+    /* K */
+    unsigned phase;
     /* S, A: code and message; S and K: bytes written */
     int code;
     uint64_t bytes;
@@ -118,8 +121,9 @@ size_t codec_abort(unsigned char *dst, int code, const char *msg);
 
 /* 'G' record: the first thing each end of a connection sends. */
 size_t codec_greeting(unsigned char *dst, enum codec_role role, uint32_t features);
-/* 'K' record: the receiver is alive and its outputs have written bytes. */
-size_t codec_keepalive(unsigned char *dst, uint64_t bytes);
+/* 'K' record: the receiver is alive, its outputs have written bytes, and
+ * phase says what it is doing (session.h). */
+size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase);
 
 /* The length of the record whose first 8 bytes are at p (8 + payload), or 0
  * when those bytes are not the start of a weir record of a sane length. */

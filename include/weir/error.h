@@ -25,6 +25,16 @@ enum weir_status {
     WEIR_EXIT_SIGNAL = 128,   /* plus the signal number */
 };
 
+/* What one step of a thread's work came to.  The reader, the writers, the
+ * decoder and the session all return these: STEP_FAIL means a weir_error
+ * was filled in; STEP_STOP means the engine is stopping and there is
+ * nothing to report (the error that stopped it was reported already). */
+enum weir_step {
+    STEP_OK = 0,
+    STEP_FAIL = 1,
+    STEP_STOP = 2,
+};
+
 #define WEIR_ERROR_MAX 512
 
 struct weir_error {

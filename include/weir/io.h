@@ -21,8 +21,10 @@
 ssize_t io_read(int fd, void *buf, size_t n, int timeout_ms, atomic_bool *stop);
 ssize_t io_write(int fd, const void *buf, size_t n, int timeout_ms, atomic_bool *stop);
 int io_write_all(int fd, const void *buf, size_t n, int timeout_ms, atomic_bool *stop);
-/* Write every byte of an iovec array (which it modifies). */
 struct iovec;
+/* One writev() of at least one byte, with the same rules. */
+ssize_t io_writev(int fd, const struct iovec *iov, int cnt, int timeout_ms, atomic_bool *stop);
+/* Write every byte of an iovec array (which it modifies). */
 int io_writev_all(int fd, struct iovec *iov, int cnt, int timeout_ms, atomic_bool *stop);
 /* Read exactly n bytes; returns n, or fewer at end of file, or -1. */
 ssize_t io_read_full(int fd, void *buf, size_t n, int timeout_ms, atomic_bool *stop);

@@ -19,7 +19,7 @@
  *
  * Every refusal is logged with the peer's address, and the listener keeps
  * listening.  On success the listening socket and every other waiting
- * connection are closed, *ep is the connection (non-blocking, tuned), and
+ * connection are closed, *t is the connection (non-blocking, tuned), and
  * the bytes read past the greeting (the stream header) are in `ahead` for
  * the stream decoder.  It fails with WEIR_EXIT_NETWORK for --accept-timeout
  * and errors of the listening socket, and with errno ECANCELED once *stop
@@ -33,7 +33,8 @@
 #include <stddef.h>
 
 #include "weir/codec.h"
-#include "weir/endpoint.h"
+#include "weir/tcp.h"
+#include "weir/transport.h"
 #include "weir/error.h"
 #include "weir/log.h"
 
@@ -50,7 +51,7 @@ struct listener_config {
 };
 
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
-                   struct weir_log *log, struct endpoint *ep, unsigned char *ahead,
+                   struct weir_log *log, struct transport *t, unsigned char *ahead,
                    size_t *nahead, struct weir_error *err);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 enum log_level {
@@ -40,6 +41,9 @@ void log_msg(struct weir_log *log, enum log_level level, const char *fmt, ...)
 void log_status(struct weir_log *log, const char *line);
 /* Print a status line as a whole line (SIGUSR1, like dd). */
 void log_status_line(struct weir_log *log, const char *line);
+/* A child's stderr, passed through untouched (the status line is erased
+ * first, and redrawn at its next turn). */
+void log_passthrough(struct weir_log *log, const void *buf, size_t n);
 /* End an in-place status line with a newline, if one is drawn. */
 void log_status_end(struct weir_log *log);
 

@@ -6,6 +6,8 @@
  * I/O, so the engine can trust what it is given.  On failure it fills a
  * weir_error with status WEIR_EXIT_USAGE and a precise message.  It is called
  * once, by main(), before any thread exists.  Strings point into argv.
+ * options_to_config() turns the result into the engine's own configuration
+ * (weir.h): the engine never sees this struct, nor argv.
  */
 #ifndef WEIR_OPTIONS_H
 #define WEIR_OPTIONS_H
@@ -16,8 +18,8 @@
 #include <stdio.h>
 
 #include "weir/error.h"
+#include "weir/weir.h"
 
-#define WEIR_MAX_OUTPUTS 16
 #define OPTIONS_MAX_SECS 2147483               /* seconds, so that ms fit an int */
 #define OPTIONS_MAX_READAHEAD (1ULL << 50)     /* 1 PiB */
 
@@ -66,6 +68,9 @@ struct weir_options {
     int threads;                /* -T */
 
     bool no_sync;               /* --no-sync: do not flush outputs to stable storage */
+    bool input_given;           /* -i (even -i -) or -I: a command is then the consumer */
+    char **command;             /* after --: the producer or consumer, NULL-ended */
+    bool command_consumes;      /* the command is the consumer (weir has an input) */
 
     /* Not from argv: main() found these standard descriptors closed at
      * startup and put /dev/null there, so using one is an error. */
@@ -76,6 +81,9 @@ struct weir_options {
 };
 
 int options_parse(int argc, char **argv, struct weir_options *o, struct weir_error *err);
+/* The engine's configuration from parsed options (main() fills in what the
+ * parser cannot know: the closed standard descriptors). */
+void options_to_config(const struct weir_options *o, struct weir_config *c);
 void options_usage(FILE *out);
 
 /* Parse "12", "4k", "1.5G", "64MiB" (binary multiples).  Returns -1 if malformed. */

@@ -1,9 +1,9 @@
 /*
- * stats.h - what the status line and the summary say, and how they say it.
+ * stats.h - what the engine can say about a transfer while it runs: the
+ * snapshot that the status line and the summary are made of.
  *
- * Contract: the pipeline fills a struct stats_snapshot under its lock
- * (pipeline_snapshot); the functions here only format snapshots into text.
- * They hold no state and take no lock; main() calls them.
+ * Contract: the engine fills a struct stats_snapshot under its lock
+ * (weir_snapshot); the command line formats it (report.h).
  *
  * "data" bytes are the bytes of the user's stream; "wire" bytes are what an
  * endpoint carried when that differs (compressed or framed as a weir stream).
@@ -32,16 +32,8 @@ struct stats_snapshot {
     double t_input_end;    /* seconds from start to the end of input, or 0 */
     double t_workers;      /* seconds the outputs waited for the transform workers */
     const char *workers_name;   /* "compression" or "decoding" */
+    const char *waiting;   /* after the input: what the end still waits for, or NULL */
+    uint64_t peer_written; /* a weir receiver's keepalives: what its outputs wrote */
 };
-
-/* "1.50 GiB", "512 B" */
-void stats_bytes(uint64_t n, char *buf, size_t len);
-/* "0:07", "1:02:03" */
-void stats_duration(double secs, char *buf, size_t len);
-/* One status line from two snapshots (rates are the difference). */
-void stats_status_line(const struct stats_snapshot *prev, const struct stats_snapshot *now,
-                       char *buf, size_t len);
-/* The summary line, starting "summary:". */
-void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, size_t len);
 
 #endif

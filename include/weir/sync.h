@@ -2,7 +2,8 @@
  * sync.h - a pthread layer whose calls cannot fail silently.
  *
  * Contract: every call either succeeds or aborts the process with the file
- * and line of the caller and the pthread error.  A pthread error is a
+ * and line of the caller and the pthread error (thread creation excepted:
+ * see sync_create).  A pthread error is a
  * programming error (a destroyed mutex, a wrong owner), never a condition a
  * transfer can recover from, so aborting is the honest answer.  Callers never
  * check return values and never assert() on them (NDEBUG would remove the
@@ -15,8 +16,11 @@
 #define WEIR_SYNC_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <time.h>
+
+#include "weir/error.h"
 
 void sync_mutex_init_at(pthread_mutex_t *m, const char *file, int line);
 void sync_cond_init_at(pthread_cond_t *c, const char *file, int line);
@@ -28,8 +32,14 @@ bool sync_wait_until_at(pthread_cond_t *c, pthread_mutex_t *m,
                         const struct timespec *deadline, const char *file, int line);
 void sync_broadcast_at(pthread_cond_t *c, const char *file, int line);
 void sync_signal_at(pthread_cond_t *c, const char *file, int line);
-void sync_create_at(pthread_t *t, void *(*fn)(void *), void *arg, const char *file, int line);
+/* Thread creation is the one call here that a transfer can survive:
+ * running out of threads (EAGAIN) is reported as WEIR_EXIT_INTERNAL in *err
+ * and -1 returned; any other failure aborts. */
+int sync_create_at(pthread_t *t, void *(*fn)(void *), void *arg, struct weir_error *err,
+                   const char *file, int line);
 void sync_join_at(pthread_t t, const char *file, int line);
+void sync_kill_at(pthread_t t, int sig, const char *file, int line);
+void sync_sigmask_at(int how, const sigset_t *set, const char *file, int line);
 
 #define sync_mutex_init(m) sync_mutex_init_at((m), __FILE__, __LINE__)
 #define sync_cond_init(c) sync_cond_init_at((c), __FILE__, __LINE__)
@@ -39,8 +49,10 @@ void sync_join_at(pthread_t t, const char *file, int line);
 #define sync_wait_until(c, m, d) sync_wait_until_at((c), (m), (d), __FILE__, __LINE__)
 #define sync_broadcast(c) sync_broadcast_at((c), __FILE__, __LINE__)
 #define sync_signal(c) sync_signal_at((c), __FILE__, __LINE__)
-#define sync_create(t, fn, arg) sync_create_at((t), (fn), (arg), __FILE__, __LINE__)
+#define sync_create(t, fn, arg, err) sync_create_at((t), (fn), (arg), (err), __FILE__, __LINE__)
 #define sync_join(t) sync_join_at((t), __FILE__, __LINE__)
+#define sync_kill(t, sig) sync_kill_at((t), (sig), __FILE__, __LINE__)
+#define sync_sigmask(how, set) sync_sigmask_at((how), (set), __FILE__, __LINE__)
 
 /* Monotonic clock helpers. */
 double clock_now(void);                       /* seconds, monotonic */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "weir/codec.h"
+#include "weir/decode.h"
 #include "weir/stream.h"
 
 struct memsrc {
@@ -46,101 +47,95 @@ static int out_reserve(struct outbuf *o, size_t more)
     return 0;
 }
 
-static int decode_weir(struct stream_decoder *d, struct outbuf *o, struct weir_error *err)
+/* The decoder's sink (decode.h), decoding and verifying each block inline
+ * where the engine hands it to its workers. */
+struct memsink {
+    struct outbuf out, payload;
+    struct stream_content content;
+};
+
+static int sink_start(void *ctx, size_t block, struct weir_error *err)
 {
-    struct outbuf payload = {0};
-    int rc = -1;
-    for (;;) {
-        struct stream_block b;
-        int r = stream_next(d, &b, err);
-        if (r == 0) {
-            rc = 0;
-            break;
-        }
-        payload.len = 0;
-        if (r < 0 || out_reserve(&payload, b.wire_len) ||
-            stream_payload(d, payload.p, b.wire_len, err) || stream_block_end(d, &b, err) ||
-            out_reserve(o, b.raw_len))
-            break;
-        /* the record's length is the capacity: a block that decodes to more is corrupt */
-        long n = codec_decode_block(payload.p, b.wire_len, b.stored, o->p + o->len, b.raw_len);
-        if (stream_verify_block(&b, payload.p, o->p + o->len, n, "harness", err))
-            break;
-        o->len += (size_t)n;
-    }
-    free(payload.p);
-    return rc;
+    (void)ctx, (void)block, (void)err;
+    return STEP_OK;
 }
 
-static int decode_linked(struct stream_decoder *d, struct outbuf *o, struct weir_error *err)
+static int sink_block(void *ctx, struct stream_decoder *d, struct stream_block *b,
+                      struct weir_error *err)
 {
+    struct memsink *m = ctx;
+    m->payload.len = 0;
+    if (out_reserve(&m->payload, b->wire_len))
+        return error_set(err, WEIR_EXIT_INTERNAL, "harness: out of memory"), STEP_FAIL;
+    if (stream_payload(d, m->payload.p, b->wire_len, err) || stream_block_end(d, b, err))
+        return STEP_FAIL;
+    /* a weir block's record gives its length, an LZ4 block only a maximum:
+     * a block that decodes to more is corrupt */
+    size_t cap = b->lz4 ? b->raw_max : b->raw_len;
+    if (out_reserve(&m->out, cap))
+        return error_set(err, WEIR_EXIT_INTERNAL, "harness: out of memory"), STEP_FAIL;
+    unsigned char *dst = m->out.p + m->out.len;
+    long n = codec_decode_block(m->payload.p, b->wire_len, b->stored, dst, cap);
+    if (stream_verify_block(b, m->payload.p, dst, n, "harness", err))
+        return STEP_FAIL;
+    if (b->lz4)
+        stream_content_add(&m->content, dst, (size_t)n);
+    m->out.len += (size_t)n;
+    return STEP_OK;
+}
+
+static int sink_frame_start(void *ctx, struct stream_decoder *d, struct weir_error *err)
+{
+    struct memsink *m = ctx;
+    (void)err;
+    stream_content_begin(&m->content, &d->frame);
+    return STEP_OK;
+}
+
+static int sink_frame_end(void *ctx, struct stream_decoder *d, struct weir_error *err)
+{
+    struct memsink *m = ctx;
+    return stream_content_end(&m->content, &d->frame, "harness", err) ? STEP_FAIL : STEP_OK;
+}
+
+static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *err)
+{
+    struct memsink *m = ctx;
     while (d->lz4_linked) {
         size_t n;
-        if (out_reserve(o, 65536) || stream_lz4_read(d, o->p + o->len, 65536, &n, err))
-            return -1;
-        o->len += n;
+        if (out_reserve(&m->out, 65536))
+            return error_set(err, WEIR_EXIT_INTERNAL, "harness: out of memory"), STEP_FAIL;
+        if (stream_lz4_read(d, m->out.p + m->out.len, 65536, &n, err))
+            return STEP_FAIL;
+        m->out.len += n;
     }
-    return 0;
-}
-
-static int decode_lz4(struct stream_decoder *d, struct outbuf *o, struct weir_error *err)
-{
-    struct outbuf payload = {0};
-    struct stream_content content;
-    int rc = -1;
-    for (;;) {
-        struct stream_block b;
-        int r = stream_lz4_next(d, &b, err);
-        if (r == 0)
-            rc = 0;
-        if (r <= 0)
-            break;
-        if (r == STREAM_LZ4_FRAME) {
-            stream_content_begin(&content, &d->frame);
-        } else if (r == STREAM_LZ4_FRAME_END) {
-            if (stream_content_end(&content, &d->frame, "harness", err))
-                break;
-        } else if (r == STREAM_LZ4_LINKED) {
-            if (decode_linked(d, o, err))
-                break;
-        } else {
-            payload.len = 0;
-            if (out_reserve(&payload, b.wire_len) ||
-                stream_payload(d, payload.p, b.wire_len, err) ||
-                stream_block_end(d, &b, err) || out_reserve(o, b.raw_max))
-                break;
-            long n = codec_decode_block(payload.p, b.wire_len, b.stored, o->p + o->len,
-                                        b.raw_max);
-            if (stream_verify_block(&b, payload.p, o->p + o->len, n, "harness", err))
-                break;
-            stream_content_add(&content, o->p + o->len, (size_t)n);
-            o->len += (size_t)n;
-        }
-    }
-    free(payload.p);
-    return rc;
+    return STEP_OK;
 }
 
 int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out,
                    size_t *outlen, struct weir_error *err)
 {
-    struct memsrc m = {.data = data, .size = size, .chunk = chunk ? chunk : 1};
-    struct stream_source src = {.read = mem_read, .ctx = &m,
+    struct memsrc src_state = {.data = data, .size = size, .chunk = chunk ? chunk : 1};
+    struct stream_source src = {.read = mem_read, .ctx = &src_state,
                                 .error_status = WEIR_EXIT_INPUT, .name = "input"};
     struct stream_decoder d;
-    struct outbuf o = {0};
-    int rc = stream_init(&d, &src, err);
-    if (rc == 0)
-        rc = stream_sniff(&d, true, false, err);
-    if (rc == 0)
-        rc = d.kind == STREAM_WEIR ? decode_weir(&d, &o, err) : decode_lz4(&d, &o, err);
+    struct memsink m = {0};
+    struct decode_sink sink = {.ctx = &m, .start = sink_start, .block = sink_block,
+                               .frame_start = sink_frame_start, .frame_end = sink_frame_end,
+                               .linked = sink_linked};
+    int rc = stream_init(&d, &src, err) ? STEP_FAIL : STEP_OK;
+    if (rc == STEP_OK && stream_sniff(&d, true, false, err))
+        rc = STEP_FAIL;
+    if (rc == STEP_OK)
+        rc = decode_stream(&d, &sink, err);
     stream_free(&d);
-    if (rc != 0) {
-        free(o.p);
+    free(m.payload.p);
+    if (rc != STEP_OK) {
+        free(m.out.p);
         return -1;
     }
-    *out = o.p;
-    *outlen = o.len;
+    *out = m.out.p;
+    *outlen = m.out.len;
     return 0;
 }
 

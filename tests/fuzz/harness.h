@@ -1,7 +1,8 @@
 /*
- * harness.h - decode a whole weir stream or LZ4 data held in memory, the way
- * the pipeline does (stream.c parses, codec.c decodes, each block verified),
- * but on one thread.  Shared by the unit tests, the libFuzzer target and the
+ * harness.h - decode a whole weir stream or LZ4 data held in memory with the
+ * engine's own decoder (decode.c, the loops the reader runs), through a sink
+ * that decodes and verifies each block inline where the engine hands it to
+ * its workers.  Shared by the unit tests, the libFuzzer target and the
  * corpus replay driver.
  */
 #ifndef WEIR_TEST_HARNESS_H

@@ -1,5 +1,5 @@
-/* stats.c - see include/weir/stats.h. */
-#include "weir/stats.h"
+/* report.c - see include/weir/report.h. */
+#include "weir/report.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +63,15 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
     if (now->transform && now->wire_bytes)
         n += snprintf(buf + n, len - (size_t)n, "  ratio %.2f",
                       (double)now->data_bytes / (double)now->wire_bytes);
+    if (now->waiting && (size_t)n < len) {
+        char w[32] = "";
+        if (now->peer_written)
+            stats_bytes(now->peer_written, w, sizeof w);
+        n += snprintf(buf + n, len - (size_t)n, "  waiting for %s%s%s%s", now->waiting,
+                      w[0] ? " (" : "", w, w[0] ? " written)" : "");
+        if ((size_t)n >= len)
+            return;
+    }
     if (now->expect && (size_t)n < len) {
         double done = (double)now->data_bytes / (double)now->expect;
         double rate = now->elapsed > 0 ? (double)now->data_bytes / now->elapsed : 0;

@@ -1,5 +1,5 @@
-/* endpoint_tcp.c - listening, accepting and connecting.  See include/weir/endpoint.h. */
-#include "weir/endpoint.h"
+/* tcp.c - listening, connecting, tuning.  See include/weir/tcp.h. */
+#include "weir/tcp.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -111,7 +111,7 @@ static int listen_on(struct tcp_listener *l, const struct addrinfo *ai, struct w
     return 0;
 }
 
-int tcp_listen(const struct weir_options *o, struct tcp_listener *l, struct weir_error *err)
+int tcp_listen(const struct tcp_settings *o, struct tcp_listener *l, struct weir_error *err)
 {
     memset(l, 0, sizeof *l);
     l->fd = -1;
@@ -233,22 +233,20 @@ static void pause_until(double until, atomic_bool *stop)
     }
 }
 
-int tcp_connect(const struct output_spec *spec, const struct weir_options *o,
-                atomic_bool *stop, struct weir_log *log, struct endpoint *ep,
+int tcp_connect(const char *host, const char *port, const struct tcp_settings *o,
+                atomic_bool *stop, struct weir_log *log, const char *name, int *out,
                 struct weir_error *err)
 {
-    endpoint_none(ep);
-    snprintf(ep->name, sizeof ep->name, strchr(spec->host, ':') ? "output [%s]:%s"
-             : "output %s:%s", spec->host, spec->port);
+    *out = -1;
     double deadline = clock_now() + o->connect_timeout;
     double backoff = 0.1;
     int last = 0;
     for (int attempt = 0;; attempt++) {
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = o->family,
                                  .ai_flags = AI_ADDRCONFIG}, *res;
-        int rc = getaddrinfo(spec->host, spec->port, &hints, &res);
+        int rc = getaddrinfo(host, port, &hints, &res);
         if (rc != 0 && rc != EAI_AGAIN)
-            return error_set(err, WEIR_EXIT_NETWORK, "%s: %s", ep->name, gai_strerror(rc));
+            return error_set(err, WEIR_EXIT_NETWORK, "%s: %s", name, gai_strerror(rc));
         if (rc == 0) {
             for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
                 double left = deadline - clock_now();
@@ -259,13 +257,10 @@ int tcp_connect(const struct output_spec *spec, const struct weir_options *o,
                     if (tcp_tune(fd, o->io_timeout) != 0) {
                         int e = errno;
                         close(fd);
-                        return error_sys(err, WEIR_EXIT_NETWORK, e, "%s: setsockopt",
-                                         ep->name);
+                        return error_sys(err, WEIR_EXIT_NETWORK, e, "%s: setsockopt", name);
                     }
-                    ep->fd = fd;
-                    ep->owned = true;
-                    ep->is_socket = true;
-                    log_msg(log, LOG_DEBUG, "%s: connected", ep->name);
+                    *out = fd;
+                    log_msg(log, LOG_DEBUG, "%s: connected", name);
                     return 0;
                 }
                 last = errno;
@@ -277,19 +272,19 @@ int tcp_connect(const struct output_spec *spec, const struct weir_options *o,
             last = EAGAIN;
         }
         if (last == ECANCELED || atomic_load(stop))
-            return error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "%s: connect", ep->name);
+            return error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "%s: connect", name);
         double now = clock_now();
         if (now >= deadline || o->connect_timeout <= 0)
             break;
         if (attempt == 0)
-            log_msg(log, LOG_INFO, "%s: %s; retrying for up to %g s", ep->name,
-                    strerror(last), o->connect_timeout);
+            log_msg(log, LOG_INFO, "%s: %s; retrying for up to %g s", name, strerror(last),
+                    o->connect_timeout);
         /* the last attempt is made at the deadline, not a backoff before it */
         pause_until(now + backoff < deadline ? now + backoff : deadline, stop);
         backoff = backoff * 2 > 1.0 ? 1.0 : backoff * 2;
     }
     if (o->connect_timeout > 0)
-        return error_set(err, WEIR_EXIT_NETWORK, "%s: connect: %s (gave up after %g s)",
-                         ep->name, strerror(last), o->connect_timeout);
-    return error_sys(err, WEIR_EXIT_NETWORK, last, "%s: connect", ep->name);
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: connect: %s (gave up after %g s)", name,
+                         strerror(last), o->connect_timeout);
+    return error_sys(err, WEIR_EXIT_NETWORK, last, "%s: connect", name);
 }

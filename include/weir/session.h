@@ -1,0 +1,93 @@
+/*
+ * session.h - the weir stream between two weirs over one transport: the
+ * greetings, the stream header, raw data framed as stored blocks, the
+ * trailer and the abort on the way out; the keepalives and the final answer
+ * on the way back (doc/stream-format.md).
+ *
+ * Contract: a struct session_out belongs to the writer of one output (its
+ * back-channel thread only reads records with session_read_record); a
+ * struct session_in belongs to the engine's main thread, which alone writes
+ * to a weir sender.  Failures are weir_errors naming the transport; a
+ * function that is stopped (*stop set) fails with errno ECANCELED and
+ * leaves *err alone.  Records are parsed by codec_parse_record, the one
+ * parser of every record type.
+ */
+#ifndef WEIR_SESSION_H
+#define WEIR_SESSION_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "weir/codec.h"
+#include "weir/error.h"
+#include "weir/transport.h"
+
+/* ---- the sending side ---- */
+
+struct session_out {
+    struct transport *t;
+    bool greet;              /* a weir receiver: greetings and an answer */
+    bool frame;              /* raw data is framed as stored blocks (no -z) */
+    bool compressed;         /* -z: the buffer holds the stream's blocks */
+    uint32_t block_max;      /* the header's */
+    uint64_t seq, total, chain;   /* the stored blocks framed so far */
+    bool spoke;              /* the stream's first bytes were written */
+    uint32_t peer_features;  /* what the receiver's greeting offers */
+};
+
+void session_out_init(struct session_out *s, struct transport *t, bool greet, bool frame,
+                      bool compressed, uint32_t block_max);
+/* Read the receiver's greeting, within limit seconds.  A peer that sends
+ * nothing or something else "does not seem to be weir". */
+int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop,
+                          struct weir_error *err);
+/* Write the sender's greeting (when greet) and the stream header (when the
+ * stream is framed or compressed), in one write. */
+int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
+                  struct weir_error *err);
+/* Send up to n bytes of raw data as one stored block; the bytes sent (at
+ * most block_max), or -1 with errno. */
+ssize_t session_frame(struct session_out *s, const unsigned char *src, size_t n,
+                      int timeout_ms, atomic_bool *stop);
+/* The trailer of the framed blocks. */
+int session_trailer(struct session_out *s, int timeout_ms, atomic_bool *stop);
+/* The stream did not end as it should: tell the receiver why ('A'), without
+ * waiting, if this stream ever began. */
+void session_abort(struct session_out *s, int code, const char *msg);
+/* Bytes the receiver must confirm: the framed data, or (compressed) the
+ * engine's count. */
+uint64_t session_framed_bytes(const struct session_out *s);
+
+/* Read one record from the receiver.  0 and *r; -1 with *err or errno
+ * ECANCELED; *got is how many bytes arrived, *eof whether it closed. */
+int session_read_record(struct transport *t, int timeout_ms, atomic_bool *stop,
+                        struct codec_record *r, unsigned char *raw, size_t *got, bool *eof,
+                        struct weir_error *err);
+
+/* ---- the receiving side ---- */
+
+/* What a receiver is doing, in its keepalives. */
+enum session_phase {
+    SESSION_RECEIVING = 0,
+    SESSION_DRAINING = 1,     /* the input ended; outputs are being written */
+    SESSION_CONSUMER = 2,     /* waiting for its consumer to exit */
+};
+
+struct session_in {
+    struct transport *t;
+    unsigned char out[CODEC_RECORD_MAX];
+    size_t len;               /* bytes of out not yet sent */
+    double next_keepalive;
+};
+
+void session_in_init(struct session_in *s, struct transport *t);
+/* Say this end is alive, what its outputs wrote and what it is doing,
+ * without blocking: at most every CODEC_KEEPALIVE_SECS. */
+void session_keepalive(struct session_in *s, uint64_t written, enum session_phase phase,
+                       double now);
+/* The final answer, then a bounded drain of what the sender still sends, so
+ * that closing does not reset the connection under the answer. */
+int session_answer(struct session_in *s, int code, uint64_t bytes, const char *msg);
+
+#endif

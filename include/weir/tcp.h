@@ -1,0 +1,62 @@
+/*
+ * tcp.h - listening, connecting and tuning TCP sockets, with settings of
+ * their own (the engine passes a struct tcp_settings, never the command
+ * line).
+ *
+ * Contract: each function reports failure in a weir_error with status
+ * WEIR_EXIT_NETWORK and a message naming the address.  They never print,
+ * except that tcp_connect() logs its first retry.  The listening socket is
+ * bound while the engine is created, so "listening on ..." appears at once;
+ * the reader thread admits a sender on it (listener.h).  tcp_connect() runs
+ * on an output's writer thread and retries until the connect timeout;
+ * blocking waits return ECANCELED promptly once *stop is set and the thread
+ * is sent the engine's wake-up signal.
+ */
+#ifndef WEIR_TCP_H
+#define WEIR_TCP_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+
+#include "weir/error.h"
+#include "weir/log.h"
+
+struct tcp_settings {
+    int family;                 /* AF_UNSPEC, AF_INET (-4) or AF_INET6 (-6) */
+    double connect_timeout;     /* seconds to keep retrying; 0 = one attempt */
+    double accept_timeout;      /* seconds a listener waits; 0 = for ever */
+    double io_timeout;          /* seconds without progress; 0 = off */
+    bool raw;                   /* plain bytes: no greeting, no weir stream */
+    const char *bind_addr;      /* listen on this address only, or NULL */
+    char listen_port[16];
+    char allow_host[256];       /* the only peer allowed, or "" */
+};
+
+#define TCP_MAX_ALLOWED 16
+
+struct tcp_listener {
+    int fd;
+    char addr[80];                 /* "[::]:1234" or "127.0.0.1:1234" */
+    char allow_name[256];          /* the allowed host as given, or "" for anyone */
+    struct sockaddr_storage allowed[TCP_MAX_ALLOWED];
+    int nallowed;
+};
+
+/* Bind and listen (non-blocking) as the settings say; fills addr. */
+int tcp_listen(const struct tcp_settings *s, struct tcp_listener *l, struct weir_error *err);
+void tcp_listener_close(struct tcp_listener *l);
+/* Whether peer may connect: the allow-list, or anyone. */
+bool tcp_peer_allowed(const struct tcp_listener *l, const struct sockaddr *peer);
+/* Connect to host:port, retrying until the connect timeout; *fd is a tuned,
+ * non-blocking socket.  name is what messages call it. */
+int tcp_connect(const char *host, const char *port, const struct tcp_settings *s,
+                atomic_bool *stop, struct weir_log *log, const char *name, int *fd,
+                struct weir_error *err);
+/* Keepalive, TCP_USER_TIMEOUT, TCP_NODELAY and non-blocking mode. */
+int tcp_tune(int fd, double io_timeout);
+/* Render a socket address as "1.2.3.4:5" or "[::1]:5". */
+void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,117 @@
+/*
+ * transport.h - one end of the data: a descriptor (standard input or
+ * output, a file, a device, a pipe), a TCP connection, or a child process
+ * (the producer or consumer command).  The reader and the writers move
+ * bytes through these operations and never know which kind they have; an
+ * encrypted channel is one more kind.
+ *
+ * Contract: a transport is owned by one thread at a time: the engine sets
+ * it up, then hands it to the reader (the input) or to one writer (an
+ * output).  read() and write() move at least one byte (read() may return 0
+ * at the end), retry EINTR and wait in poll() on EAGAIN for at most
+ * timeout_ms without progress (-1: no limit; then errno ETIMEDOUT), and
+ * fail with errno ECANCELED once *stop is set (the owner is woken by the
+ * engine's signal).  half_close() ends the data in one direction (a TCP
+ * FIN); abort() makes the far end see an unfinished stream rather than a
+ * clean end (a TCP reset; SIGTERM to a consumer before its input closes);
+ * close() releases it and reports what only shows then: an error at close,
+ * a child's exit status.  Failures are weir_errors whose message names the
+ * transport ("output /mnt/x: ...", "consumer 'zfs recv -F tank': ...") with
+ * the transport's exit status (input 3, output 4, network 5).
+ */
+#ifndef WEIR_TRANSPORT_H
+#define WEIR_TRANSPORT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "weir/error.h"
+
+struct transport;
+struct child;
+
+struct transport_ops {
+    ssize_t (*read)(struct transport *t, void *buf, size_t n, int timeout_ms,
+                    atomic_bool *stop);
+    ssize_t (*writev)(struct transport *t, const struct iovec *iov, int cnt, int timeout_ms,
+                      atomic_bool *stop);
+    /* Wait until read (POLLIN) or write (POLLOUT) would not block. */
+    int (*wait)(struct transport *t, short events, int timeout_ms, atomic_bool *stop);
+    int (*half_close)(struct transport *t, struct weir_error *err);
+    void (*abort)(struct transport *t);
+    /* success: the data ended as it should (a consumer may then exit 0). */
+    int (*close)(struct transport *t, bool success, atomic_bool *stop, struct weir_error *err);
+};
+
+enum transport_kind { TRANSPORT_FD, TRANSPORT_TCP, TRANSPORT_CHILD };
+
+struct transport {
+    const struct transport_ops *ops;
+    enum transport_kind kind;
+    int fd;                 /* the data's descriptor; -1 when not open */
+    int status;             /* exit status for its failures */
+    char name[300];         /* "input <stdin>", "output host:port", "consumer 'cmd'" */
+    const char *path;       /* a file weir opened by name, or NULL */
+    bool owned;             /* weir opened fd and must close it */
+    bool is_socket, regular, blockdev;
+    bool created;           /* weir created the file (its directory entry is new) */
+    bool identified;        /* dev, ino and mode are valid */
+    dev_t dev;
+    ino_t ino;
+    mode_t mode;
+    struct child *child;    /* TRANSPORT_CHILD */
+};
+
+/* Not open: every operation fails, close does nothing. */
+void transport_none(struct transport *t);
+
+/* ---- descriptors and files (transport_fd.c) ---- */
+/* path NULL or "-": standard input; closed: descriptor 0 was closed at
+ * startup (an input error, not an empty input). */
+int transport_open_input(struct transport *t, const char *path, bool closed,
+                         struct weir_error *err);
+/* path NULL or "-": standard output.  An existing regular file is refused
+ * unless force; it is not truncated until transport_truncate(), so that a
+ * start that fails later leaves it untouched. */
+int transport_open_output(struct transport *t, const char *path, bool force, bool closed,
+                          struct weir_error *err);
+int transport_truncate(struct transport *t, struct weir_error *err);
+/* One file: writing one destroys the other.  Character devices and sockets
+ * never are. */
+bool transport_same_file(const struct transport *a, const struct transport *b);
+/* Record the identity of a descriptor or a path (the -l file, a path that
+ * could not be opened) for transport_same_file. */
+void transport_identify_fd(struct transport *t, int fd, const char *name);
+void transport_identify_path(struct transport *t, const char *path, const char *name);
+/* Flush a regular file or block device to stable storage, and the directory
+ * of a file weir created.  Anything else: nothing. */
+int transport_sync(struct transport *t, struct weir_error *err);
+/* Remove a file weir created, after a start that failed. */
+void transport_discard(struct transport *t);
+/* Descriptor plumbing shared by the kinds. */
+void transport_classify(struct transport *t);
+ssize_t transport_fd_read(struct transport *t, void *buf, size_t n, int timeout_ms,
+                          atomic_bool *stop);
+ssize_t transport_fd_writev(struct transport *t, const struct iovec *iov, int cnt,
+                            int timeout_ms, atomic_bool *stop);
+int transport_fd_wait(struct transport *t, short events, int timeout_ms, atomic_bool *stop);
+
+/* ---- TCP (transport_tcp.c) ---- */
+/* A connected, tuned socket becomes the transport. */
+void transport_tcp(struct transport *t, int fd, const char *name);
+
+/* ---- helpers over the operations ---- */
+int transport_write_all(struct transport *t, const void *buf, size_t n, int timeout_ms,
+                        atomic_bool *stop);
+int transport_writev_all(struct transport *t, struct iovec *iov, int cnt, int timeout_ms,
+                         atomic_bool *stop);
+ssize_t transport_read_full(struct transport *t, void *buf, size_t n, int timeout_ms,
+                            atomic_bool *stop);
+/* close(), with the error reported only when nothing else was. */
+int transport_close(struct transport *t, bool success, atomic_bool *stop,
+                    struct weir_error *err);
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * weir.h - the engine: one input, one or more outputs, the buffer between
+ * them, optional LZ4 and the verified weir stream.  This is the library's
+ * one public header; the command line (src/main.c, src/options.c,
+ * src/report.c) is one user of it and the unit tests are another.
+ *
+ * Contract: fill a struct weir_config (weir_config_defaults() first), then
+ * call weir_create() from the thread that will run the engine.  It checks
+ * and opens everything that can fail before a byte moves: it reserves the
+ * buffer, opens the input file or binds the listening socket, starts the
+ * producer or consumer commands, opens and checks file outputs.  Then
+ * weir_run() starts the threads, takes the signals of weir_signals_block()
+ * synchronously, calls the observer's status callback, joins everything and
+ * returns the exit status; weir_snapshot() may be called at any time,
+ * weir_destroy() frees what is left.  Nothing here exits or prints except
+ * through the weir_log given (messages) and the observer (status).
+ *
+ * The engine's threads are explained at the top of src/pipeline.c.
+ */
+#ifndef WEIR_WEIR_H
+#define WEIR_WEIR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weir/error.h"
+#include "weir/log.h"
+#include "weir/stats.h"
+#include "weir/tcp.h"
+
+#define WEIR_MAX_OUTPUTS 16
+
+enum weir_input_kind {
+    WEIR_IN_STDIN,      /* standard input */
+    WEIR_IN_FILE,       /* a path */
+    WEIR_IN_LISTEN,     /* -I: a sender admitted on a listening socket */
+    WEIR_IN_COMMAND,    /* the producer: a command whose standard output is read */
+};
+
+enum weir_output_kind {
+    WEIR_OUT_STDOUT,
+    WEIR_OUT_FILE,
+    WEIR_OUT_TCP,       /* -O HOST:PORT */
+    WEIR_OUT_COMMAND,   /* the consumer: a command whose standard input is written */
+};
+
+struct weir_output {
+    enum weir_output_kind kind;
+    const char *path;            /* WEIR_OUT_FILE */
+    char host[256];              /* WEIR_OUT_TCP */
+    char port[16];
+};
+
+struct weir_config {
+    enum weir_input_kind input;
+    const char *input_path;      /* WEIR_IN_FILE */
+    char *const *command;        /* WEIR_IN_COMMAND or one WEIR_OUT_COMMAND: argv, NULL-ended */
+    struct weir_output outputs[WEIR_MAX_OUTPUTS];
+    int noutputs;
+
+    /* the buffer */
+    uint64_t mem;                /* bytes */
+    uint64_t block;              /* bytes per block */
+    int start_write_pct;         /* -P, 0 = at once */
+    int resume_read_pct;         /* -p, 100 = when a block is free */
+    uint64_t read_rate;          /* bytes/s, 0 = unlimited */
+    uint64_t write_rate;
+    uint64_t readahead;          /* how far a regular file is read ahead */
+
+    /* compression and the stream */
+    bool compress;
+    int level;
+    bool decode;                 /* -d: the input must be a weir stream or LZ4 */
+    int threads;
+
+    /* connections */
+    struct tcp_settings tcp;
+
+    bool force;                  /* an existing regular output file may be overwritten */
+    bool stop_on_error;          /* the first failed output stops everything */
+    bool no_sync;                /* do not flush outputs to stable storage */
+    uint64_t expect_size;        /* for the ETA; 0 = unknown */
+    /* standard descriptors found closed at startup (main put /dev/null there) */
+    bool stdin_closed, stdout_closed;
+    const char *log_path;        /* the -l file, so that no output may be it */
+};
+
+/* What the engine reports while it runs.  status() is called from the
+ * engine's thread: every interval seconds (0: never) with whole_line false,
+ * and at once with whole_line true when SIGUSR1 asks for it. */
+struct weir_observer {
+    void (*status)(void *ctx, const struct stats_snapshot *prev,
+                   const struct stats_snapshot *now, bool whole_line);
+    void *ctx;
+    double interval;
+};
+
+struct weir_engine;
+
+void weir_config_defaults(struct weir_config *c);
+/* Block the signals the engine takes synchronously (SIGINT, SIGTERM, SIGHUP,
+ * SIGUSR1, and its wake-up signal SIGUSR2) and ignore SIGPIPE.  Call before
+ * any thread exists. */
+int weir_signals_block(struct weir_error *err);
+int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_engine **out,
+                struct weir_error *err);
+int weir_run(struct weir_engine *e, const struct weir_observer *obs);
+void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s);
+/* After weir_run: whether every output was complete. */
+bool weir_succeeded(const struct weir_engine *e);
+void weir_destroy(struct weir_engine *e);
+
+#endif

@@ -1,0 +1,366 @@
+/* ring.c - see include/weir/ring.h, and the essay at the top of pipeline.c. */
+#include "weir/ring.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weir/sync.h"
+
+void ring_init(struct ring *r, pthread_mutex_t *lock, atomic_bool *stop, int start_pct,
+               int resume_pct)
+{
+    memset(r, 0, sizeof *r);
+    r->lock = lock;
+    r->stop = stop;
+    sync_cond_init(&r->data_cv);
+    sync_cond_init(&r->space_cv);
+    r->start_pct = start_pct;
+    r->resume_pct = resume_pct;
+    r->gate_open = start_pct == 0;
+    r->empty_since = -1;
+}
+
+void ring_destroy(struct ring *r)
+{
+    pool_destroy(&r->pool);
+    free(r->slot);
+    r->slot = NULL;
+}
+
+int ring_reserve(struct ring *r, size_t bytes, struct weir_error *err)
+{
+    return pool_reserve(&r->pool, bytes, err);
+}
+
+int ring_carve_locked(struct ring *r, size_t block, size_t unit, uint64_t nblocks,
+                      struct weir_error *err)
+{
+    if (pool_carve(&r->pool, block, (uint32_t)nblocks, err))
+        return -1;
+    uint64_t size = 1;
+    while (size < nblocks + 1)
+        size <<= 1;
+    r->slot = calloc(size, sizeof *r->slot);
+    if (!r->slot)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "buffer: slot table");
+    r->mask = size - 1;
+    r->unit = unit;
+    r->carved = true;
+    return 0;
+}
+
+void ring_add_cursor(struct ring *r, struct ring_cursor *c, atomic_bool *halt, bool counts)
+{
+    memset(c, 0, sizeof *c);
+    c->halt = halt;
+    c->counts = counts;
+    c->live = counts;   /* an output holds blocks from the start */
+    r->cursor[r->ncursors++] = c;
+    if (counts)
+        r->live_outputs++;
+}
+
+void ring_stop_locked(struct ring *r)
+{
+    atomic_store(r->stop, true);
+    for (int i = 0; i < r->ncursors; i++)
+        if (r->cursor[i]->halt)
+            atomic_store(r->cursor[i]->halt, true);
+    sync_broadcast(&r->data_cv);
+    sync_broadcast(&r->space_cv);
+}
+
+static struct ring_slot *slot_at(const struct ring *r, uint64_t seq)
+{
+    return &r->slot[seq & r->mask];
+}
+
+/* ---- releasing ----------------------------------------------------------- */
+
+void ring_release_locked(struct ring *r)
+{
+    uint64_t min_seq = r->ready, min_bytes = r->queued_bytes;
+    for (int i = 0; i < r->ncursors; i++) {
+        const struct ring_cursor *c = r->cursor[i];
+        if (!c->live)
+            continue;
+        if (c->seq < min_seq)
+            min_seq = c->seq;
+        if (c->counts && c->bytes < min_bytes)
+            min_bytes = c->bytes;
+    }
+    r->min_out = min_bytes;
+    bool freed = false;
+    while (r->tail < min_seq) {
+        pool_release_locked(&r->pool, slot_at(r, r->tail)->block);
+        r->tail++;
+        freed = true;
+    }
+    /* a throttled reader (-p) watches the fill, which every read lowers */
+    if (freed || r->throttled)
+        sync_broadcast(&r->space_cv);
+}
+
+static void advance_ready_locked(struct ring *r)
+{
+    uint64_t before = r->ready;
+    while (r->ready < r->head && slot_at(r, r->ready)->present) {
+        if (r->on_ready)
+            r->on_ready(r->on_ready_ctx, slot_at(r, r->ready));
+        r->ready++;
+    }
+    if (r->ready != before) {
+        sync_broadcast(&r->data_cv);
+        sync_broadcast(&r->space_cv);   /* a reader may wait for the workers to settle */
+    }
+}
+
+/* ---- the fill ------------------------------------------------------------ */
+
+uint64_t ring_fill_locked(const struct ring *r)
+{
+    return r->queued_bytes - r->min_out + r->staging_bytes;
+}
+
+uint64_t ring_capacity_locked(const struct ring *r)
+{
+    uint64_t blocks = r->read_window ? r->read_window : r->pool.nblocks;
+    return blocks * r->pool.block_size;
+}
+
+void ring_gate_check_locked(struct ring *r)
+{
+    if (!r->gate_open &&
+        ring_fill_locked(r) * 100 >= ring_capacity_locked(r) * (uint64_t)r->start_pct) {
+        r->gate_open = true;
+        sync_broadcast(&r->data_cv);
+    }
+}
+
+/* ---- the reader ---------------------------------------------------------- */
+
+bool ring_take_block(struct ring *r, uint32_t extra, uint32_t *idx)
+{
+    sync_lock(r->lock);
+    while (!atomic_load(r->stop)) {
+        uint64_t used = r->pool.nblocks - r->pool.nfree;
+        uint64_t fill = ring_fill_locked(r);
+        /* -p 0: only once the outputs have read everything */
+        if (r->throttled &&
+            (fill * 100 < ring_capacity_locked(r) * (uint64_t)r->resume_pct || fill == 0))
+            r->throttled = false;
+        uint64_t promised = used + r->reserved + extra;
+        bool within = r->read_window == 0 || promised < r->read_window;
+        if (!r->throttled && within && r->pool.nfree > r->reserved + extra) {
+            pool_take_locked(&r->pool, idx);
+            sync_unlock(r->lock);
+            return true;
+        }
+        /* the buffer is full: the outputs set the pace.  It is as full as
+         * it can get even when some blocks stay free for the workers or
+         * hold less than a block of data, so -P's gate opens here in any
+         * case: a cursor never waits for a fill the reader cannot reach */
+        if (r->resume_pct < 100)
+            r->throttled = true;
+        if (!r->gate_open) {
+            r->gate_open = true;
+            sync_broadcast(&r->data_cv);
+        }
+        double t0 = clock_now();
+        sync_wait(&r->space_cv, r->lock);
+        r->t_full += clock_now() - t0;
+    }
+    sync_unlock(r->lock);
+    return false;
+}
+
+void ring_return_block_locked(struct ring *r, uint32_t idx)
+{
+    pool_release_locked(&r->pool, idx);
+    sync_broadcast(&r->space_cv);
+}
+
+void ring_seal_locked(struct ring *r)
+{
+    if (r->filling) {
+        slot_at(r, r->head - 1)->sealed = true;
+        r->filling = false;
+        sync_broadcast(&r->data_cv);
+    }
+}
+
+uint64_t ring_add_locked(struct ring *r, uint32_t block, size_t len)
+{
+    uint64_t seq = r->head++;
+    bool present = block != RING_PENDING;
+    *slot_at(r, seq) = (struct ring_slot){.block = present ? block : 0, .present = present,
+                                          .sealed = present, .len = len};
+    if (present) {
+        r->queued_bytes += len;
+        advance_ready_locked(r);
+    }
+    return seq;
+}
+
+void ring_present_locked(struct ring *r, uint64_t seq, uint32_t block, size_t len,
+                         uint64_t hash, uint32_t raw_len)
+{
+    *slot_at(r, seq) = (struct ring_slot){.block = block, .present = true, .sealed = true,
+                                          .len = len, .hash = hash, .raw_len = raw_len};
+    r->queued_bytes += len;
+    ring_gate_check_locked(r);
+    advance_ready_locked(r);
+}
+
+bool ring_fill_reserve(struct ring *r, size_t want, unsigned char **dst, size_t *cap)
+{
+    for (;;) {
+        sync_lock(r->lock);
+        if (r->filling) {
+            struct ring_slot *s = slot_at(r, r->head - 1);
+            if (r->unit - s->len >= want) {
+                *dst = pool_data(&r->pool, s->block) + s->len;
+                *cap = r->unit - s->len;
+                sync_unlock(r->lock);
+                return true;
+            }
+            ring_seal_locked(r);
+        }
+        sync_unlock(r->lock);
+        uint32_t idx;
+        if (!ring_take_block(r, 0, &idx))
+            return false;
+        sync_lock(r->lock);
+        uint64_t seq = r->head++;
+        *slot_at(r, seq) = (struct ring_slot){.block = idx, .present = true};
+        r->filling = true;
+        advance_ready_locked(r);
+        sync_unlock(r->lock);
+    }
+}
+
+void ring_fill_publish_locked(struct ring *r, size_t n)
+{
+    struct ring_slot *s = slot_at(r, r->head - 1);
+    s->len += n;
+    r->queued_bytes += n;
+    if (s->len == r->unit)
+        ring_seal_locked(r);
+    ring_gate_check_locked(r);
+    sync_broadcast(&r->data_cv);
+}
+
+bool ring_wait_settled_locked(struct ring *r)
+{
+    while (r->ready != r->head && !atomic_load(r->stop))
+        sync_wait(&r->space_cv, r->lock);   /* advance_ready_locked broadcasts */
+    return !atomic_load(r->stop);
+}
+
+void ring_finish_locked(struct ring *r)
+{
+    ring_seal_locked(r);
+    r->input_done = true;
+    r->gate_open = true;
+    if (r->t_start > 0)
+        r->t_input_end = clock_now();
+    sync_broadcast(&r->data_cv);
+    sync_broadcast(&r->space_cv);
+}
+
+/* ---- the cursors --------------------------------------------------------- */
+
+/* Every live output waits for data: the input sets the pace. */
+static void wait_for_data_locked(struct ring *r, struct ring_cursor *c)
+{
+    c->waiting = true;
+    int waiting = 0;
+    for (int i = 0; i < r->ncursors; i++) {
+        const struct ring_cursor *o = r->cursor[i];
+        waiting += o->counts && o->live && o->waiting;
+    }
+    if (waiting == r->live_outputs && r->t_start > 0 && !r->input_done && r->empty_since < 0) {
+        r->empty_since = clock_now();
+        r->empty_on_workers = r->ready < r->head;   /* waiting for a worker */
+        if (r->start_pct > 0 && r->ready == r->head && r->tail == r->head)
+            r->gate_open = false;   /* -P: fill to the mark again before writing */
+    }
+    sync_wait(&r->data_cv, r->lock);
+    c->waiting = false;
+    if (r->empty_since >= 0) {
+        double waited = clock_now() - r->empty_since;
+        if (r->empty_on_workers)
+            r->t_workers += waited;
+        else
+            r->t_empty += waited;
+        r->empty_since = -1;
+    }
+}
+
+int ring_peek_locked(struct ring *r, struct ring_cursor *c, const unsigned char **src,
+                     size_t *n)
+{
+    while (c->seq < r->ready) {
+        struct ring_slot *s = slot_at(r, c->seq);
+        if (s->len > c->off) {
+            *src = pool_data(&r->pool, s->block) + c->off;
+            *n = s->len - c->off;
+            return RING_DATA;
+        }
+        if (!s->sealed)
+            break;
+        c->seq++;
+        c->off = 0;
+        ring_release_locked(r);
+    }
+    return RING_END;
+}
+
+int ring_next(struct ring *r, struct ring_cursor *c, const unsigned char **src, size_t *n)
+{
+    sync_lock(r->lock);
+    int rc = RING_STOP;
+    while (!atomic_load(c->halt)) {
+        if (r->gate_open && ring_peek_locked(r, c, src, n) == RING_DATA) {
+            rc = RING_DATA;
+            break;
+        }
+        if (!r->gate_open && c->seq < r->ready) {
+            /* the gate is closed: still step over slots already read */
+            const unsigned char *s;
+            size_t k;
+            (void)ring_peek_locked(r, c, &s, &k);
+        }
+        if (r->input_done && c->seq == r->head) {
+            rc = RING_END;
+            break;
+        }
+        wait_for_data_locked(r, c);
+    }
+    sync_unlock(r->lock);
+    return rc;
+}
+
+void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n)
+{
+    c->off += n;
+    c->bytes += n;
+    struct ring_slot *s = slot_at(r, c->seq);
+    if (s->sealed && c->off == s->len) {
+        c->seq++;
+        c->off = 0;
+    }
+    ring_release_locked(r);
+}
+
+void ring_drop_locked(struct ring *r, struct ring_cursor *c)
+{
+    if (c->live) {
+        c->live = false;
+        if (c->counts)
+            r->live_outputs--;
+    }
+    ring_release_locked(r);
+    sync_broadcast(&r->data_cv);
+}

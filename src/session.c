@@ -1,0 +1,226 @@
+/* session.c - see include/weir/session.h and doc/stream-format.md. */
+#include "weir/session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "weir/sync.h"
+
+/* ---- the sending side ---------------------------------------------------- */
+
+void session_out_init(struct session_out *s, struct transport *t, bool greet, bool frame,
+                      bool compressed, uint32_t block_max)
+{
+    memset(s, 0, sizeof *s);
+    s->t = t;
+    s->greet = greet;
+    s->frame = frame;
+    s->compressed = compressed;
+    s->block_max = block_max;
+}
+
+int session_read_record(struct transport *t, int timeout_ms, atomic_bool *stop,
+                        struct codec_record *r, unsigned char *raw, size_t *got, bool *eof,
+                        struct weir_error *err)
+{
+    *got = 0;
+    *eof = false;
+    ssize_t n = transport_read_full(t, raw, 8, timeout_ms, stop);
+    size_t len = n == 8 ? codec_record_length(raw) : 0;
+    if (n == 8 && len > 8) {
+        ssize_t m = transport_read_full(t, raw + 8, len - 8, timeout_ms, stop);
+        n = m < 0 ? m : 8 + m;
+    }
+    if (n < 0) {
+        int e = errno;
+        if (e != ECANCELED)
+            error_sys(err, WEIR_EXIT_NETWORK, e, "%s", t->name);
+        errno = e;
+        return -1;
+    }
+    *got = (size_t)n;
+    char why[96];
+    if (n == 8 && len == 0)
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: the receiver answered with garbage",
+                         t->name);
+    if ((size_t)n < 8 || (size_t)n < len) {
+        *eof = true;
+        return error_set(err, WEIR_EXIT_NETWORK,
+                         "%s: the receiver closed the connection without an answer", t->name);
+    }
+    if (codec_parse_record(raw, len, r, why, sizeof why))
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: the receiver answered with garbage (%s)",
+                         t->name, why);
+    return 0;
+}
+
+#define NOT_WEIR "it does not seem to be weir (nc -l, socat and mbuffer take plain bytes: " \
+                 "weir --raw)"
+
+int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop,
+                          struct weir_error *err)
+{
+    unsigned char raw[CODEC_RECORD_MAX];
+    struct codec_record r;
+    size_t got;
+    bool eof;
+    const char *name = s->t->name;
+    if (session_read_record(s->t, (int)(limit * 1000), stop, &r, raw, &got, &eof, err) == 0) {
+        if (r.type != 'G' || r.role != CODEC_ROLE_RECEIVER)
+            return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer did not greet as a weir "
+                             "receiver", name);
+        if (!codec_protocol_compatible(&r))
+            return error_set(err, WEIR_EXIT_NETWORK, "%s: the receiver speaks weir protocol "
+                             "%u to %u, this weir %u to %u: upgrade the older one", name,
+                             r.oldest, r.version, CODEC_PROTOCOL_OLDEST, CODEC_PROTOCOL);
+        s->peer_features = r.features & CODEC_FEATURES;
+        return 0;
+    }
+    if (errno == ECANCELED && atomic_load(stop))
+        return -1;
+    if (got >= 4 && codec_get32(raw) != CODEC_WEIR_MAGIC) {
+        char start[25];
+        size_t j = 0;
+        for (size_t i = 0; i < got && j + 1 < sizeof start; i++)
+            start[j++] = raw[i] >= 0x20 && raw[i] < 0x7f ? (char)raw[i] : '.';
+        start[j] = '\0';
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer sent '%s', not a weir "
+                         "greeting: " NOT_WEIR, name, start);
+    }
+    if (eof)
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer closed the connection without "
+                         "a weir greeting: " NOT_WEIR, name);
+    if (got == 0 && errno == ETIMEDOUT)
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: no weir greeting within %g s: " NOT_WEIR,
+                         name, limit);
+    return -1;   /* *err says why */
+}
+
+int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
+                  struct weir_error *err)
+{
+    unsigned char hello[CODEC_GREETING_SIZE + CODEC_HEADER_SIZE];
+    size_t n = 0;
+    if (s->greet)
+        n += codec_greeting(hello, CODEC_ROLE_SENDER, CODEC_FEATURES);
+    if (s->frame) {
+        codec_header(hello + n, s->block_max, 0);
+        s->chain = codec_chain_start(hello + n);
+        n += CODEC_HEADER_SIZE;
+    } else if (s->compressed) {
+        n += codec_header(hello + n, s->block_max, CODEC_HEADER_COMPRESSED);
+    }
+    s->spoke = true;
+    if (n > 0 && transport_write_all(s->t, hello, n, timeout_ms, stop)) {
+        int e = errno;
+        if (e != ECANCELED)
+            error_sys(err, s->t->status, e, "%s: write", s->t->name);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+ssize_t session_frame(struct session_out *s, const unsigned char *src, size_t n,
+                      int timeout_ms, atomic_bool *stop)
+{
+    unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
+    if (n > s->block_max)
+        n = s->block_max;
+    uint64_t hash = codec_block_hash(src, n, s->seq);
+    codec_frame_prefix(prefix, s->block_max, (uint32_t)n, true);
+    codec_frame_suffix(suffix, s->seq, (uint32_t)n, hash);
+    struct iovec iov[3] = {{prefix, sizeof prefix}, {(void *)src, n}, {suffix, sizeof suffix}};
+    if (transport_writev_all(s->t, iov, 3, timeout_ms, stop))
+        return -1;
+    s->seq++;
+    s->total += n;
+    s->chain = codec_chain(s->chain, hash, (uint32_t)n);
+    return (ssize_t)n;
+}
+
+int session_trailer(struct session_out *s, int timeout_ms, atomic_bool *stop)
+{
+    unsigned char tr[CODEC_TRAILER_SIZE];
+    codec_trailer(tr, s->total, s->seq, s->chain);
+    return transport_write_all(s->t, tr, sizeof tr, timeout_ms, stop);
+}
+
+void session_abort(struct session_out *s, int code, const char *msg)
+{
+    /* only a peer that greeted as weir gets weir's abort record */
+    if (!s->greet || !s->spoke || s->t->fd < 0)
+        return;
+    unsigned char rec[CODEC_RECORD_MAX];
+    size_t n = codec_abort(rec, code, msg);
+    /* best effort, without waiting: the reset that follows tells it anyway */
+    (void)send(s->t->fd, rec, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+uint64_t session_framed_bytes(const struct session_out *s)
+{
+    return s->total;
+}
+
+/* ---- the receiving side -------------------------------------------------- */
+
+void session_in_init(struct session_in *s, struct transport *t)
+{
+    memset(s, 0, sizeof *s);
+    s->t = t;
+}
+
+/* Send what is left of the record under way without blocking: the main
+ * thread must not hang on a sender that stopped reading.  True when all of
+ * it is out; a send error is left for the reader (or the answer) to meet. */
+static bool flush_pending(struct session_in *s)
+{
+    while (s->len > 0) {
+        ssize_t n = send(s->t->fd, s->out, s->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n <= 0)
+            return false;
+        memmove(s->out, s->out + n, s->len - (size_t)n);
+        s->len -= (size_t)n;
+    }
+    return true;
+}
+
+void session_keepalive(struct session_in *s, uint64_t written, enum session_phase phase,
+                       double now)
+{
+    if (now < s->next_keepalive || s->t->fd < 0)
+        return;
+    s->next_keepalive = now + CODEC_KEEPALIVE_SECS;
+    if (!flush_pending(s))
+        return;   /* the last one is still on its way */
+    s->len = codec_keepalive(s->out, written, phase);
+    flush_pending(s);
+}
+
+#define DRAIN_SECS 5.0   /* how long a receiver reads on after it answered */
+
+int session_answer(struct session_in *s, int code, uint64_t bytes, const char *msg)
+{
+    unsigned char rec[CODEC_RECORD_MAX];
+    size_t n = codec_status(rec, code, bytes, msg);
+    atomic_bool never = false;
+    /* first the rest of a keepalive that was under way */
+    if (transport_write_all(s->t, s->out, s->len, 10000, &never) != 0 ||
+        transport_write_all(s->t, rec, n, 10000, &never) != 0)
+        return -1;
+    s->len = 0;
+    if (shutdown(s->t->fd, SHUT_WR) != 0)
+        return 0;
+    double deadline = clock_now() + DRAIN_SECS;
+    unsigned char sink[16384];
+    for (;;) {
+        double left = deadline - clock_now();
+        if (left <= 0)
+            return 0;
+        ssize_t r = s->t->ops->read(s->t, sink, sizeof sink, (int)(left * 1000) + 1, &never);
+        if (r <= 0)
+            return 0;
+    }
+}

@@ -1,0 +1,354 @@
+/* transport_fd.c - descriptors: stdin, stdout, files, devices, pipes.  See
+ * include/weir/transport.h. */
+#include "weir/transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "weir/io.h"
+
+static ssize_t none_read(struct transport *t, void *buf, size_t n, int timeout_ms,
+                         atomic_bool *stop)
+{
+    (void)t, (void)buf, (void)n, (void)timeout_ms, (void)stop;
+    errno = EBADF;
+    return -1;
+}
+
+static ssize_t none_writev(struct transport *t, const struct iovec *iov, int cnt,
+                           int timeout_ms, atomic_bool *stop)
+{
+    (void)t, (void)iov, (void)cnt, (void)timeout_ms, (void)stop;
+    errno = EBADF;
+    return -1;
+}
+
+static int none_wait(struct transport *t, short events, int timeout_ms, atomic_bool *stop)
+{
+    (void)t, (void)events, (void)timeout_ms, (void)stop;
+    errno = EBADF;
+    return -1;
+}
+
+static int none_half_close(struct transport *t, struct weir_error *err)
+{
+    (void)t, (void)err;
+    return 0;
+}
+
+static void none_abort(struct transport *t)
+{
+    (void)t;
+}
+
+static int none_close(struct transport *t, bool success, atomic_bool *stop,
+                      struct weir_error *err)
+{
+    (void)t, (void)success, (void)stop, (void)err;
+    return 0;
+}
+
+static const struct transport_ops none_ops = {
+    .read = none_read, .writev = none_writev, .wait = none_wait,
+    .half_close = none_half_close, .abort = none_abort, .close = none_close,
+};
+
+void transport_none(struct transport *t)
+{
+    memset(t, 0, sizeof *t);
+    t->ops = &none_ops;
+    t->fd = -1;
+}
+
+/* ---- the operations on a plain descriptor ---------------------------------- */
+
+ssize_t transport_fd_read(struct transport *t, void *buf, size_t n, int timeout_ms,
+                          atomic_bool *stop)
+{
+    return io_read(t->fd, buf, n, timeout_ms, stop);
+}
+
+ssize_t transport_fd_writev(struct transport *t, const struct iovec *iov, int cnt,
+                            int timeout_ms, atomic_bool *stop)
+{
+    return io_writev(t->fd, iov, cnt, timeout_ms, stop);
+}
+
+int transport_fd_wait(struct transport *t, short events, int timeout_ms, atomic_bool *stop)
+{
+    return io_wait(t->fd, events, timeout_ms, stop);
+}
+
+static int fd_half_close(struct transport *t, struct weir_error *err)
+{
+    (void)t, (void)err;   /* a file or pipe ends when it is closed */
+    return 0;
+}
+
+static void fd_abort(struct transport *t)
+{
+    (void)t;   /* what was written stays written; the exit status tells */
+}
+
+/* Close, reporting errors that only appear at close (NFS, some quotas). */
+static int fd_close(struct transport *t, bool success, atomic_bool *stop,
+                    struct weir_error *err)
+{
+    (void)success, (void)stop;
+    int rc = 0;
+    if (t->fd >= 0 && t->owned && close(t->fd) != 0 && errno != EINTR)
+        rc = error_sys(err, t->status, errno, "%s: close", t->name);
+    t->fd = -1;
+    return rc;
+}
+
+static const struct transport_ops fd_ops = {
+    .read = transport_fd_read, .writev = transport_fd_writev, .wait = transport_fd_wait,
+    .half_close = fd_half_close, .abort = fd_abort, .close = fd_close,
+};
+
+static void fd_transport(struct transport *t, int status)
+{
+    t->ops = &fd_ops;
+    t->kind = TRANSPORT_FD;
+    t->status = status;
+}
+
+#define PIPE_SIZE (1 << 20)
+
+void transport_classify(struct transport *t)
+{
+    struct stat st;
+    if (fstat(t->fd, &st) != 0)
+        return;
+    t->identified = true;
+    t->dev = st.st_dev;
+    t->ino = st.st_ino;
+    t->mode = st.st_mode;
+    t->is_socket = S_ISSOCK(st.st_mode);
+    t->regular = S_ISREG(st.st_mode);
+    t->blockdev = S_ISBLK(st.st_mode);
+    /* A larger pipe means fewer, larger reads and writes on both sides of
+     * it.  Only a hint: failure (an old kernel, a lower
+     * /proc/sys/fs/pipe-max-size) changes nothing. */
+    if (S_ISFIFO(st.st_mode) && fcntl(t->fd, F_GETPIPE_SZ) < PIPE_SIZE)
+        (void)fcntl(t->fd, F_SETPIPE_SZ, PIPE_SIZE);
+}
+
+static void identify(struct transport *t, const struct stat *st, const char *name)
+{
+    transport_none(t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->identified = true;
+    t->dev = st->st_dev;
+    t->ino = st->st_ino;
+    t->mode = st->st_mode;
+}
+
+void transport_identify_fd(struct transport *t, int fd, const char *name)
+{
+    struct stat st;
+    transport_none(t);
+    if (fstat(fd, &st) == 0)
+        identify(t, &st, name);
+}
+
+void transport_identify_path(struct transport *t, const char *path, const char *name)
+{
+    struct stat st;
+    transport_none(t);
+    if (stat(path, &st) == 0)
+        identify(t, &st, name);
+}
+
+bool transport_same_file(const struct transport *a, const struct transport *b)
+{
+    if (!a->identified || !b->identified)
+        return false;
+    if (S_ISCHR(a->mode) || S_ISSOCK(a->mode))
+        return false;
+    return a->dev == b->dev && a->ino == b->ino;
+}
+
+int transport_open_input(struct transport *t, const char *path, bool closed,
+                         struct weir_error *err)
+{
+    transport_none(t);
+    fd_transport(t, WEIR_EXIT_INPUT);
+    if (!path || strcmp(path, "-") == 0) {
+        snprintf(t->name, sizeof t->name, "input <stdin>");
+        if (closed)
+            return error_set(err, WEIR_EXIT_INPUT,
+                             "%s: standard input is closed (give -i FILE, or </dev/null "
+                             "for an empty input)", t->name);
+        t->fd = STDIN_FILENO;
+    } else {
+        snprintf(t->name, sizeof t->name, "input %s", path);
+        t->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (t->fd < 0)
+            return error_sys(err, WEIR_EXIT_INPUT, errno, "%s: open", t->name);
+        t->owned = true;
+        t->path = path;
+    }
+    transport_classify(t);
+    if (t->regular)   /* a hint only; failure changes nothing */
+        (void)posix_fadvise(t->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return 0;
+}
+
+int transport_open_output(struct transport *t, const char *path, bool force, bool closed,
+                          struct weir_error *err)
+{
+    transport_none(t);
+    fd_transport(t, WEIR_EXIT_OUTPUT);
+    if (!path || strcmp(path, "-") == 0) {
+        snprintf(t->name, sizeof t->name, "output <stdout>");
+        if (closed)
+            return error_set(err, WEIR_EXIT_OUTPUT,
+                             "%s: standard output is closed (give -o FILE, or >/dev/null "
+                             "to discard the data)", t->name);
+        t->fd = STDOUT_FILENO;
+        transport_classify(t);
+        return 0;
+    }
+    snprintf(t->name, sizeof t->name, "output %s", path);
+    t->path = path;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && !force)
+        return error_set(err, WEIR_EXIT_OUTPUT,
+                         "%s: file exists (use -f to overwrite it)", t->name);
+    /* O_EXCL: no race between the check above and the open; then only a
+     * file that did not exist is one weir created */
+    t->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (t->fd >= 0) {
+        t->created = true;
+    } else if (errno == EEXIST) {
+        /* -f, or not a regular file (a device or FIFO): open it as it is */
+        t->fd = open(path, O_WRONLY | O_CLOEXEC);
+    }
+    if (t->fd < 0)
+        return error_sys(err, WEIR_EXIT_OUTPUT, errno, "%s: open", t->name);
+    t->owned = true;
+    transport_classify(t);
+    if (t->regular && !force && !t->created) {
+        /* a regular file appeared between stat and open */
+        close(t->fd);
+        t->fd = -1;
+        return error_set(err, WEIR_EXIT_OUTPUT,
+                         "%s: file exists (use -f to overwrite it)", t->name);
+    }
+    return 0;
+}
+
+int transport_truncate(struct transport *t, struct weir_error *err)
+{
+    if (t->fd < 0 || !t->regular || t->created || !t->path)
+        return 0;
+    if (ftruncate(t->fd, 0) != 0)
+        return error_sys(err, WEIR_EXIT_OUTPUT, errno, "%s: truncate", t->name);
+    return 0;
+}
+
+static int sync_directory(struct transport *t, struct weir_error *err)
+{
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s", t->path) >= (int)sizeof dir)
+        return error_set(err, WEIR_EXIT_OUTPUT, "%s: path too long to sync its directory",
+                         t->name);
+    const char *d = dirname(dir);
+    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return error_sys(err, WEIR_EXIT_OUTPUT, errno, "%s: open its directory %s to sync it",
+                         t->name, d);
+    int rc = 0;
+    if (fsync(fd) != 0 && errno != EINVAL)   /* EINVAL: a directory that cannot be synced */
+        rc = error_sys(err, WEIR_EXIT_OUTPUT, errno, "%s: fsync of its directory %s",
+                       t->name, d);
+    close(fd);
+    return rc;
+}
+
+int transport_sync(struct transport *t, struct weir_error *err)
+{
+    if (t->fd < 0 || !(t->regular || t->blockdev))
+        return 0;
+    if (fdatasync(t->fd) != 0)
+        return error_sys(err, WEIR_EXIT_OUTPUT, errno,
+                         "%s: fdatasync (the data may not be on stable storage)", t->name);
+    if (t->created)
+        return sync_directory(t, err);
+    return 0;
+}
+
+void transport_discard(struct transport *t)
+{
+    if (t->created && t->path) {
+        /* only what weir itself created, and never after data was written */
+        (void)unlink(t->path);
+        t->created = false;
+    }
+}
+
+
+/* ---- helpers over any transport ------------------------------------------ */
+
+int transport_writev_all(struct transport *t, struct iovec *iov, int cnt, int timeout_ms,
+                         atomic_bool *stop)
+{
+    while (cnt > 0) {
+        if (iov->iov_len == 0) {
+            iov++;
+            cnt--;
+            continue;
+        }
+        ssize_t w = t->ops->writev(t, iov, cnt, timeout_ms, stop);
+        if (w < 0)
+            return -1;
+        size_t left = (size_t)w;
+        while (cnt > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+int transport_write_all(struct transport *t, const void *buf, size_t n, int timeout_ms,
+                        atomic_bool *stop)
+{
+    struct iovec iov = {(void *)buf, n};
+    return transport_writev_all(t, &iov, 1, timeout_ms, stop);
+}
+
+ssize_t transport_read_full(struct transport *t, void *buf, size_t n, int timeout_ms,
+                            atomic_bool *stop)
+{
+    unsigned char *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = t->ops->read(t, p + got, n - got, timeout_ms, stop);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+int transport_close(struct transport *t, bool success, atomic_bool *stop,
+                    struct weir_error *err)
+{
+    return t->ops->close(t, success, stop, err);
+}
