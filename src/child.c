@@ -318,7 +318,8 @@ static int child_half_close(struct transport *t, struct weir_error *err)
 
 static void child_abort(struct transport *t)
 {
-    child_signal(t->child, SIGTERM);
+    if (t->child)   /* NULL once closed */
+        child_signal(t->child, SIGTERM);
 }
 
 static int child_close(struct transport *t, bool success, atomic_bool *stop,
