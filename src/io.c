@@ -60,74 +60,9 @@ ssize_t io_read(int fd, void *buf, size_t n, int timeout_ms, atomic_bool *stop)
     }
 }
 
-ssize_t io_write(int fd, const void *buf, size_t n, int timeout_ms, atomic_bool *stop)
-{
-    for (;;) {
-        ssize_t r = write(fd, buf, n);
-        if (r > 0)
-            return r;
-        if (r == 0)
-            errno = EAGAIN;   /* not expected for n > 0: wait, do not spin */
-        if (io_retry(fd, POLLOUT, timeout_ms, stop))
-            return -1;
-    }
-}
 
-int io_write_all(int fd, const void *buf, size_t n, int timeout_ms, atomic_bool *stop)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t w = io_write(fd, p, n, timeout_ms, stop);
-        if (w < 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
-ssize_t io_read_full(int fd, void *buf, size_t n, int timeout_ms, atomic_bool *stop)
-{
-    unsigned char *p = buf;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = io_read(fd, p + got, n - got, timeout_ms, stop);
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
 
-int io_writev_all(int fd, struct iovec *iov, int cnt, int timeout_ms, atomic_bool *stop)
-{
-    while (cnt > 0) {
-        if (iov->iov_len == 0) {
-            iov++;
-            cnt--;
-            continue;
-        }
-        ssize_t w = writev(fd, iov, cnt);
-        if (w < 0) {
-            if (io_retry(fd, POLLOUT, timeout_ms, stop))
-                return -1;
-            continue;
-        }
-        size_t left = (size_t)w;
-        while (cnt > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return 0;
-}
 
 ssize_t io_writev(int fd, const struct iovec *iov, int cnt, int timeout_ms, atomic_bool *stop)
 {
@@ -139,5 +74,18 @@ ssize_t io_writev(int fd, const struct iovec *iov, int cnt, int timeout_ms, atom
             errno = EAGAIN;   /* not expected for a non-empty iovec: wait, do not spin */
         if (io_retry(fd, POLLOUT, timeout_ms, stop))
             return -1;
+    }
+}
+
+void io_iov_advance(struct iovec **iov, int *cnt, size_t n)
+{
+    while (*cnt > 0 && n >= (*iov)->iov_len) {
+        n -= (*iov)->iov_len;
+        (*iov)++;
+        (*cnt)--;
+    }
+    if (*cnt > 0) {
+        (*iov)->iov_base = (char *)(*iov)->iov_base + n;
+        (*iov)->iov_len -= n;
     }
 }

@@ -430,7 +430,7 @@ static int open_output(struct pipeline *p, int i, const struct transport *log_t,
     }
     const char *path = out->spec->kind == WEIR_OUT_FILE ? out->spec->path : NULL;
     if (transport_open_output(&out->t, path, c->force, c->stdout_closed, err))
-        return explain_open_failure(p, i, err);
+        return path ? explain_open_failure(p, i, err) : -1;
     if (refuse_same(&out->t, &p->in, err) || refuse_log(p, &out->t, log_t, err))
         return -1;
     for (int j = 0; j < i; j++)

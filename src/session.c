@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "weir/io.h"
 #include "weir/sync.h"
 
 /* ---- the sending side ---------------------------------------------------- */
@@ -123,17 +124,40 @@ int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
     return 0;
 }
 
+/* Write every byte of iov, keeping what is left in s->pending when the
+ * write is interrupted, so that an abort can finish the frame first. */
+static int write_frame(struct session_out *s, struct iovec *iov, int cnt, int timeout_ms,
+                       atomic_bool *stop)
+{
+    while (cnt > 0) {
+        if (iov->iov_len == 0) {
+            iov++;
+            cnt--;
+            continue;
+        }
+        ssize_t w = s->t->ops->writev(s->t, iov, cnt, timeout_ms, stop);
+        if (w < 0) {
+            memcpy(s->pending, iov, sizeof *iov * (size_t)cnt);
+            s->npending = cnt;
+            return -1;
+        }
+        io_iov_advance(&iov, &cnt, (size_t)w);
+    }
+    s->npending = 0;
+    return 0;
+}
+
 ssize_t session_frame(struct session_out *s, const unsigned char *src, size_t n,
                       int timeout_ms, atomic_bool *stop)
 {
-    unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
     if (n > s->block_max)
         n = s->block_max;
     uint64_t hash = codec_block_hash(src, n, s->seq);
-    codec_frame_prefix(prefix, s->block_max, (uint32_t)n, true);
-    codec_frame_suffix(suffix, s->seq, (uint32_t)n, hash);
-    struct iovec iov[3] = {{prefix, sizeof prefix}, {(void *)src, n}, {suffix, sizeof suffix}};
-    if (transport_writev_all(s->t, iov, 3, timeout_ms, stop))
+    codec_frame_prefix(s->prefix, s->block_max, (uint32_t)n, true);
+    codec_frame_suffix(s->suffix, s->seq, (uint32_t)n, hash);
+    struct iovec iov[3] = {{s->prefix, sizeof s->prefix}, {(void *)src, n},
+                           {s->suffix, sizeof s->suffix}};
+    if (write_frame(s, iov, 3, timeout_ms, stop))
         return -1;
     s->seq++;
     s->total += n;
@@ -148,15 +172,27 @@ int session_trailer(struct session_out *s, int timeout_ms, atomic_bool *stop)
     return transport_write_all(s->t, tr, sizeof tr, timeout_ms, stop);
 }
 
-void session_abort(struct session_out *s, int code, const char *msg)
+bool session_abort(struct session_out *s, int code, const char *msg, const void *rest,
+                   size_t restlen)
 {
     /* only a peer that greeted as weir gets weir's abort record */
     if (!s->greet || !s->spoke || s->t->fd < 0)
-        return;
+        return false;
+    atomic_bool never = false;
+    int ms = (int)(SESSION_ABORT_SECS * 1000);
+    struct iovec pending[3];
+    int npending = s->npending;
+    memcpy(pending, s->pending, sizeof pending);
+    if (npending > 0 && write_frame(s, pending, npending, ms, &never))
+        return false;
+    if (restlen > 0 && transport_write_all(s->t, rest, restlen, ms, &never))
+        return false;
     unsigned char rec[CODEC_RECORD_MAX];
     size_t n = codec_abort(rec, code, msg);
-    /* best effort, without waiting: the reset that follows tells it anyway */
-    (void)send(s->t->fd, rec, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (transport_write_all(s->t, rec, n, ms, &never))
+        return false;
+    struct weir_error ignored;
+    return s->t->ops->half_close(s->t, &ignored) == 0;
 }
 
 uint64_t session_framed_bytes(const struct session_out *s)

@@ -310,16 +310,7 @@ int transport_writev_all(struct transport *t, struct iovec *iov, int cnt, int ti
         ssize_t w = t->ops->writev(t, iov, cnt, timeout_ms, stop);
         if (w < 0)
             return -1;
-        size_t left = (size_t)w;
-        while (cnt > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
+        io_iov_advance(&iov, &cnt, (size_t)w);
     }
     return 0;
 }

@@ -280,26 +280,45 @@ static int writer_end(struct output *o, struct weir_error *e)
 }
 
 /* An unfinished stream must not look like a clean end to the far side: a
- * weir receiver gets an abort record, a connection a reset, a consumer
- * SIGTERM before its input closes (transport_close without success). */
-static void writer_abort(struct output *o)
+ * weir receiver is told why in an abort record (after the frame in flight
+ * is finished, so that it can read it), any other connection is reset, a
+ * consumer gets SIGTERM before its input closes (transport_close without
+ * success).  True when a weir receiver was told. */
+static bool writer_abort(struct output *o)
 {
     struct pipeline *p = o->p;
     sync_lock(&p->lock);
     struct weir_error why = p->first;
     bool failed = p->failed;
+    const unsigned char *rest = NULL;
+    size_t restlen = 0;
+    /* -z: the rest of the block being written, which the cursor still holds */
+    if (o->session.compressed && o->cur.off > 0 && !o->dead &&
+        ring_peek_locked(&p->ring, &o->cur, &rest, &restlen) != RING_DATA)
+        restlen = 0;
     sync_unlock(&p->lock);
-    session_abort(&o->session, failed ? why.status : WEIR_EXIT_NETWORK,
-                  failed ? why.msg : "sender stopped");
-    o->t.ops->abort(&o->t);
+    bool told = session_abort(&o->session, failed ? why.status : WEIR_EXIT_NETWORK,
+                              failed ? why.msg : "sender stopped", rest, restlen);
+    if (!told)
+        o->t.ops->abort(&o->t);
+    return told;
 }
 
 /* Close: for a consumer this waits for it to exit, and its exit status
- * decides whether the output is complete. */
-static int writer_close(struct output *o, int rc, struct weir_error *e)
+ * decides whether the output is complete.  told: a weir receiver was sent
+ * an abort record; it gets a moment to read it before the connection goes
+ * (closing with its records unread would reset the connection). */
+static int writer_close(struct output *o, int rc, bool told, struct weir_error *e)
 {
     struct pipeline *p = o->p;
     if (o->has_backchannel) {
+        if (told) {
+            struct timespec deadline = clock_deadline(SESSION_ABORT_SECS);
+            sync_lock(&p->lock);
+            while (o->bc_running && sync_wait_until(&p->ring.data_cv, &p->lock, &deadline)) {
+            }
+            sync_unlock(&p->lock);
+        }
         if (o->t.fd >= 0)
             shutdown(o->t.fd, SHUT_RDWR);   /* ends the back channel's read */
         sync_join(o->backchannel);
@@ -309,7 +328,7 @@ static int writer_close(struct output *o, int rc, struct weir_error *e)
     o->awaiting = rc == STEP_OK && o->has_child;
     sync_unlock(&p->lock);
     struct weir_error why;
-    int closed = transport_close(&o->t, rc == STEP_OK, &o->halt, &why);
+    int closed = transport_close(&o->t, rc == STEP_OK || told, &o->halt, &why);
     sync_lock(&p->lock);
     o->awaiting = false;
     sync_unlock(&p->lock);
@@ -337,9 +356,8 @@ void *writer_main(void *arg)
      * when the connection is shut down below */
     if (rc == STEP_FAIL)
         output_fail(o, &e);
-    if (rc != STEP_OK)
-        writer_abort(o);
-    if (writer_close(o, rc, &e) == STEP_FAIL && rc == STEP_OK)
+    bool told = rc != STEP_OK && writer_abort(o);
+    if (writer_close(o, rc, told, &e) == STEP_FAIL && rc == STEP_OK)
         output_fail(o, &e);
     thread_done(p, &o->running);
     return NULL;

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "weir/codec.h"
 #include "weir/error.h"
@@ -34,6 +35,10 @@ struct session_out {
     uint64_t seq, total, chain;   /* the stored blocks framed so far */
     bool spoke;              /* the stream's first bytes were written */
     uint32_t peer_features;  /* what the receiver's greeting offers */
+    /* a frame whose write was interrupted: what is left of it */
+    unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
+    struct iovec pending[3];
+    int npending;
 };
 
 void session_out_init(struct session_out *s, struct transport *t, bool greet, bool frame,
@@ -52,9 +57,15 @@ ssize_t session_frame(struct session_out *s, const unsigned char *src, size_t n,
                       int timeout_ms, atomic_bool *stop);
 /* The trailer of the framed blocks. */
 int session_trailer(struct session_out *s, int timeout_ms, atomic_bool *stop);
-/* The stream did not end as it should: tell the receiver why ('A'), without
- * waiting, if this stream ever began. */
-void session_abort(struct session_out *s, int code, const char *msg);
+/* The stream did not end as it should: tell the receiver why.  At a record
+ * boundary (after finishing a frame whose write was interrupted, and rest:
+ * what is left of a -z block in the buffer) it sends an 'A' record and
+ * half-closes, within ABORT_SECS; the receiver then reports the sender's
+ * reason.  Returns false when that could not be done: the caller resets
+ * the connection instead, which the receiver reports as a reset. */
+#define SESSION_ABORT_SECS 2.0
+bool session_abort(struct session_out *s, int code, const char *msg, const void *rest,
+                   size_t restlen);
 /* Bytes the receiver must confirm: the framed data, or (compressed) the
  * engine's count. */
 uint64_t session_framed_bytes(const struct session_out *s);

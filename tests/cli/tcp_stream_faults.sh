@@ -16,9 +16,14 @@ wait_size "$TMP/out" 200000 10
 kill -0 "$LPID" 2>/dev/null || fail "receiver ended early"
 pkill -9 -P $$ -f "$WEIR -q -O 127.0.0.1:$LPORT" || kill -9 "$spid"
 wait_bounded "$LPID" 10
-[ "$STATUS" -eq 6 ] || { cat "$TMP/lerr"; fail "receiver of a killed sender: exit $STATUS, want 6"; }
-ok "receiver exits 6 when the sender is killed"
-has_msg "$TMP/lerr" "truncated weir stream" "receiver says the stream was truncated"
+# the kernel closes a killed sender's socket with a FIN, or with a reset when
+# a keepalive from the receiver was still unread in it: either way the
+# stream is incomplete and the receiver says so
+case $STATUS in
+6) has_msg "$TMP/lerr" "truncated weir stream" "receiver of a killed sender: exit 6, truncated" ;;
+5) has_msg "$TMP/lerr" "Connection reset by peer" "receiver of a killed sender: exit 5, reset" ;;
+*) cat "$TMP/lerr"; fail "receiver of a killed sender: exit $STATUS, want 6 or 5" ;;
+esac
 
 # 2. receiver's output is /dev/full: the sender stops early with its message
 "$WEIR" -q -I 0 -o /dev/full 2>"$TMP/lerr" &
@@ -85,7 +90,7 @@ wait_bounded "$spid" 10
 ok "its sender exits 5"
 
 # 5. the sender is interrupted: the receiver sees an abort, not a clean end
-listen "$TMP/out" "$TMP/lerr" -q
+listen "$TMP/out" "$TMP/lerr"
 ( while :; do head -c 65536 /dev/zero || break; sleep 0.01; done ) | "$WEIR" -q -O "127.0.0.1:$LPORT" 2>"$TMP/serr" &
 spid=$!
 PIDS+=("$spid")
@@ -95,6 +100,7 @@ wait_bounded "$spid" 10
 [ "$STATUS" -eq 130 ] || fail "interrupted sender: exit $STATUS"
 ok "interrupted sender exits 130"
 wait_bounded "$LPID" 10
-[ "$STATUS" -ne 0 ] || fail "receiver of an interrupted sender exited 0"
-ok "receiver of an interrupted sender exits $STATUS, not 0"
+[ "$STATUS" -eq 5 ] || fail "receiver of an interrupted sender exited $STATUS, want 5"
+has_msg "$TMP/lerr" "weir: sender: interrupted by SIGINT" \
+    "the receiver of an interrupted sender exits 5 and says why (the abort record arrived)"
 done_testing
