@@ -7,7 +7,7 @@
 # ended is waited for, past --timeout; signals leave no child behind.
 . "$(dirname "$0")/lib.sh"
 set -m   # background jobs get SIGINT at its default, in their own group
-big=$((20 << 20))
+big=$(sized $((20 << 20)) $((5 << 20)))
 gen "$TMP/big" "$big" mixed
 gen "$TMP/one" 1 random
 : >"$TMP/empty"
@@ -78,7 +78,7 @@ consumer_fails "consumer exits 1 after reading all" \
     'cat >/dev/null; echo "cannot receive: destination tank has been modified" >&2; exit 1' \
     "exited with status 1: cannot receive: destination tank has been modified"
 consumer_fails "consumer exits 1 after reading half" \
-    'head -c 10000000 >/dev/null; echo "out of space" >&2; exit 1' \
+    "head -c $((big / 2)) >/dev/null; echo 'out of space' >&2; exit 1" \
     "exited with status 1: out of space"
 consumer_fails "consumer killed" 'head -c 1000000 >/dev/null; kill -9 $$' "was killed by SIGKILL"
 

@@ -18,6 +18,12 @@ cleanup() {
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# sized RELEASE SANITIZED: a test's size in this build.  The sanitizer and
+# valgrind builds run every test, several times slower, so the largest
+# sizes are cut there (the awkward small sizes never are); CI's total stays
+# well under its hour as tests are added.
+sized() { if [ -n "${WEIR_SANITIZED:-}" ]; then echo "$2"; else echo "$1"; fi; }
 ok() { CHECKS=$((CHECKS + 1)); echo "ok $CHECKS - $*"; }
 done_testing() {
     [ "$CHECKS" -gt 0 ] || fail "the test ran no checks"

@@ -7,7 +7,7 @@ for mode in stream z raw; do
     flags=()
     [ "$mode" = z ] && flags=(-z)
     [ "$mode" = raw ] && flags=(--raw)
-    for n in 0 1 $((B - 1)) $B $((B + 1)) 12000017; do
+    for n in 0 1 $((B - 1)) $B $((B + 1)) "$(sized 12000017 3000017)"; do
         gen "$TMP/in" "$n" mixed
         lflags=()
         [ "$mode" = raw ] && lflags=(--raw)
