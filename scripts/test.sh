@@ -75,6 +75,7 @@ valgrind_pass() {
         "decode|build/weir -q -d -T 2 <$tmp/z >$tmp/out"
         "tiny buffer|build/weir -q -s 1k -m 4k <$tmp/in >$tmp/out"
         "lz4 decode|lz4 -q -B4 -BX -c $tmp/in >$tmp/in.lz4 && build/weir -q -d -T 2 <$tmp/in.lz4 >$tmp/out"
+        "producer and consumer|build/weir -q -z -- cat $tmp/in | build/weir -q -d -i - -- sh -c 'cat >$tmp/out'"
     )
     for c in "${cases[@]}"; do
         local label=${c%%|*} cmd=${c#*|}
