@@ -212,7 +212,10 @@ static void producer(const char *script, int want, size_t want_len)
     weir_destroy(e);
     pthread_join(t, NULL);
     CHECK(status == want, "producer '%s': exit %d, want %d", script, status, want);
-    CHECK(d.len == want_len, "producer '%s': %zu bytes, want %zu", script, d.len, want_len);
+    /* a failed stream stops the writers wherever they are: only a complete
+     * one has a known length */
+    CHECK(want != 0 || d.len == want_len, "producer '%s': %zu bytes, want %zu", script, d.len,
+          want_len);
     free(d.buf);
 }
 
