@@ -170,7 +170,14 @@ int child_spawn(struct child *c, enum child_role role, char *const *argv, struct
         *data_fd = c->err_fd = -1;
         return error_sys(err, status, exec_errno, "%s: cannot run it", c->name);
     }
-    if (sync_create(&c->err_thread, err_main, c, err)) {
+    /* the thread starts with every signal blocked: only the engine's own
+     * threads take them (weir_create lets some in while it sets up) */
+    sigset_t all, was;
+    sigfillset(&all);
+    sync_sigmask_get(SIG_SETMASK, &all, &was);
+    int started = sync_create(&c->err_thread, err_main, c, err);
+    sync_sigmask(SIG_SETMASK, &was);
+    if (started) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         atomic_store(&c->pid, 0);

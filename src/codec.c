@@ -72,54 +72,63 @@ size_t codec_trailer(unsigned char *dst, uint64_t total, uint64_t nblocks, uint6
     return CODEC_TRAILER_SIZE;
 }
 
+/* The checksum that ends a control record of total bytes. */
+static size_t record_seal(unsigned char *dst, size_t total)
+{
+    codec_put64(dst + total - CODEC_SUM_SIZE, XXH3_64bits(dst, total - CODEC_SUM_SIZE));
+    return total;
+}
+
 static size_t message_record(unsigned char *dst, unsigned char type, int code,
-                             uint64_t bytes, const char *msg)
+                             uint64_t bytes, uint64_t chain, const char *msg)
 {
     size_t len = msg ? strlen(msg) : 0;
     if (len > CODEC_STATUS_MAX)
         len = CODEC_STATUS_MAX;
-    record_start(dst, (uint32_t)(16 + len), type);
+    record_start(dst, (uint32_t)(CODEC_STATUS_FIXED - 8 + len + CODEC_SUM_SIZE), type);
     dst[9] = (unsigned char)code;
     codec_put32(dst + 12, (uint32_t)len);
     codec_put64(dst + 16, bytes);
+    codec_put64(dst + 24, chain);
     if (len)
-        memcpy(dst + 24, msg, len);
-    return CODEC_STATUS_FIXED + len;
+        memcpy(dst + CODEC_STATUS_FIXED, msg, len);
+    return record_seal(dst, CODEC_STATUS_FIXED + len + CODEC_SUM_SIZE);
 }
 
-size_t codec_status(unsigned char *dst, int code, uint64_t bytes, const char *msg)
+size_t codec_status(unsigned char *dst, int code, uint64_t bytes, uint64_t chain,
+                    const char *msg)
 {
-    return message_record(dst, 'S', code, bytes, msg);
+    return message_record(dst, 'S', code, bytes, chain, msg);
 }
 
 size_t codec_abort(unsigned char *dst, int code, const char *msg)
 {
-    return message_record(dst, 'A', code, 0, msg);
+    return message_record(dst, 'A', code, 0, 0, msg);
 }
 
 size_t codec_greeting(unsigned char *dst, enum codec_role role, uint32_t features)
 {
-    record_start(dst, 16, 'G');
+    record_start(dst, CODEC_GREETING_SIZE - 8, 'G');
     memcpy(dst + 9, "WEIR", 4);
     dst[13] = CODEC_PROTOCOL;
     dst[14] = CODEC_PROTOCOL_OLDEST;
     dst[15] = (unsigned char)role;
     codec_put32(dst + 16, features);
-    return CODEC_GREETING_SIZE;
+    return record_seal(dst, CODEC_GREETING_SIZE);
 }
 
 size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase)
 {
-    record_start(dst, 16, 'K');
+    record_start(dst, CODEC_KEEPALIVE_SIZE - 8, 'K');
     dst[9] = (unsigned char)phase;
     codec_put64(dst + 16, bytes);
-    return CODEC_KEEPALIVE_SIZE;
+    return record_seal(dst, CODEC_KEEPALIVE_SIZE);
 }
 
 size_t codec_record_length(const unsigned char *p)
 {
     uint32_t len = codec_get32(p + 4);
-    if (codec_get32(p) != CODEC_WEIR_MAGIC || len < 16 || len > 16 + CODEC_STATUS_MAX)
+    if (codec_get32(p) != CODEC_WEIR_MAGIC || len < 16 || len > CODEC_PAYLOAD_MAX)
         return 0;
     return 8 + (size_t)len;
 }
@@ -162,12 +171,14 @@ static int parse_message_record(const unsigned char *p, size_t len, struct codec
                                 char *why, size_t whylen)
 {
     uint32_t mlen = codec_get32(p + 12);
-    if (p[10] || p[11] || mlen != len - CODEC_STATUS_FIXED ||
-        (r->type == 'A' && codec_get64(p + 16) != 0))
+    if (len < CODEC_STATUS_FIXED + CODEC_SUM_SIZE || p[10] || p[11] ||
+        mlen != len - CODEC_STATUS_FIXED - CODEC_SUM_SIZE ||
+        (r->type == 'A' && (codec_get64(p + 16) != 0 || codec_get64(p + 24) != 0)))
         return bad_record(why, whylen, "malformed weir status record");
     r->code = p[9];
     r->bytes = codec_get64(p + 16);
-    memcpy(r->msg, p + 24, mlen);
+    r->chain = codec_get64(p + 24);
+    memcpy(r->msg, p + CODEC_STATUS_FIXED, mlen);
     r->msg[mlen] = '\0';
     /* a message is one line of text: anything else is shown escaped */
     for (uint32_t i = 0; i < mlen; i++)
@@ -183,6 +194,9 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
     if (len < 24 || codec_record_length(p) != len)
         return bad_record(why, whylen, "malformed weir record (bad length)");
     r->type = p[8];
+    if (strchr("GKSA", r->type) && r->type &&
+        codec_get64(p + len - CODEC_SUM_SIZE) != XXH3_64bits(p, len - CODEC_SUM_SIZE))
+        return bad_record(why, whylen, "corrupt weir record (checksum mismatch)");
     switch (r->type) {
     case 'H':
         return parse_header_record(p, len, r, why, whylen);

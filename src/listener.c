@@ -27,12 +27,49 @@ struct admission {
     struct weir_log *log;
     struct pending conn[LISTENER_PENDING];
     int count;
+    /* the refusal log is bounded: a flood must not fill a -l file */
+    double log_second;          /* the second being counted */
+    unsigned logged, unlogged;  /* refusals logged and left out in it */
 };
+
+/* Log one refusal, at most LOG_PER_SECOND a second; the rest are counted
+ * and said in one line when the second is over. */
+#define LOG_PER_SECOND 10
+#define ACCEPT_BATCH 8   /* connections accepted before the waiting ones are heard again */
+
+static void refusal(struct admission *a, const char *fmt, const char *peer, const char *why)
+{
+    double now = clock_now();
+    if (now - a->log_second >= 1.0) {
+        if (a->unlogged > 0)
+            log_msg(a->log, LOG_WARN, "... and %u more connections refused or dropped in that "
+                    "second", a->unlogged);
+        a->log_second = now;
+        a->logged = a->unlogged = 0;
+    }
+    if (a->logged++ < LOG_PER_SECOND)
+        log_msg(a->log, LOG_WARN, fmt, peer, why);
+    else
+        a->unlogged++;
+}
+
+/* Tell a peer that may be a weir sender why it is refused, in an answer it
+ * reads in place of a greeting or after it; a --raw listener never writes. */
+static void tell(struct admission *a, int fd, const char *msg)
+{
+    if (a->cfg->raw)
+        return;
+    unsigned char rec[CODEC_RECORD_MAX];
+    size_t n = codec_status(rec, WEIR_EXIT_NETWORK, 0, 0, msg);
+    (void)send(fd, rec, n, MSG_NOSIGNAL | MSG_DONTWAIT);   /* best effort */
+}
 
 static void drop(struct admission *a, struct pending *c, const char *fmt, const char *why)
 {
-    if (fmt)
-        log_msg(a->log, LOG_WARN, fmt, c->peer, why);
+    if (fmt) {
+        refusal(a, fmt, c->peer, why);
+        tell(a, c->fd, why);
+    }
     close(c->fd);
     c->fd = -1;
     a->count--;
@@ -52,7 +89,9 @@ static bool same_address(const struct sockaddr_storage *x, const struct sockaddr
     return false;
 }
 
-/* The oldest waiting connection, from addr when it is given. */
+/* Which waiting connection goes first (from addr when it is given): one
+ * that has sent nothing before one that has begun its greeting, and among
+ * those the oldest. */
 static struct pending *oldest(struct admission *a, const struct sockaddr_storage *addr,
                               int *from_addr)
 {
@@ -63,37 +102,61 @@ static struct pending *oldest(struct admission *a, const struct sockaddr_storage
         if (c->fd < 0 || (addr && !same_address(&c->addr, addr)))
             continue;
         (*from_addr)++;
-        if (!old || c->since < old->since)
+        bool silent = c->have == 0, old_silent = old && old->have == 0;
+        if (!old || (silent && !old_silent) || (silent == old_silent && c->since < old->since))
             old = c;
     }
     return old;
 }
 
-/* Make room for a connection from addr: the cap per address first, then the
- * cap on all of them.  The oldest is dropped, never the newcomer: a real
- * sender proves itself within milliseconds, a crowd only waits. */
-static struct pending *make_room(struct admission *a, const struct sockaddr_storage *addr)
+static int hear(struct admission *a, struct pending *c);
+
+/* Drop the connection that goes first (from addr when given), after
+ * hearing it once more: what it sent may have arrived since the last look,
+ * and may even admit it.  Returns it when it was admitted. */
+static struct pending *evict(struct admission *a, const struct sockaddr_storage *addr,
+                             const char *why)
 {
-    int n;
-    struct pending *old = oldest(a, addr, &n);
-    if (n >= LISTENER_PER_ADDRESS)
-        drop(a, old, "dropped connection from %s: %s", "too many unproven connections "
-             "from that address; the oldest goes");
-    if (a->count >= LISTENER_PENDING) {
-        old = oldest(a, NULL, &n);
-        drop(a, old, "dropped connection from %s: %s", "too many unproven connections; "
-             "the oldest goes");
+    for (;;) {
+        int n;
+        struct pending *old = oldest(a, addr, &n);
+        if (!old || (addr && n < LISTENER_PER_ADDRESS) || (!addr && a->count < LISTENER_PENDING))
+            return NULL;
+        size_t had = old->have;
+        int r = hear(a, old);
+        if (r == 1)
+            return old;
+        if (r < 0 || old->have != had)
+            continue;   /* it went, or it spoke and is no longer first to go */
+        drop(a, old, "dropped connection from %s: %s", why);
     }
+}
+
+/* Make room for a connection from addr: the cap per address first, then the
+ * cap on all of them.  The one that goes is never the newcomer: a real
+ * sender proves itself within a round trip, a crowd only waits.  *won is a
+ * waiting connection that proved itself meanwhile. */
+static struct pending *make_room(struct admission *a, const struct sockaddr_storage *addr,
+                                 struct pending **won)
+{
+    *won = evict(a, addr, "too many unproven connections from that address; the oldest goes");
+    if (!*won)
+        *won = evict(a, NULL, "too many unproven connections; the oldest goes");
+    if (*won)
+        return NULL;
     for (int i = 0; i < LISTENER_PENDING; i++)
         if (a->conn[i].fd < 0)
             return &a->conn[i];
     return NULL;   /* not reached: a slot was just freed */
 }
 
-/* Accept everything waiting on the listening socket.  0, or -1 with *err. */
-static int accept_all(struct admission *a, struct weir_error *err)
+/* Accept what waits on the listening socket, a batch at a time, so that
+ * connections already waiting are heard in between.  0, or -1 with *err;
+ * *won is a connection that proved itself meanwhile. */
+static int accept_some(struct admission *a, struct pending **won, struct weir_error *err)
 {
-    for (;;) {
+    *won = NULL;
+    for (int batch = 0; batch < ACCEPT_BATCH; batch++) {
         struct sockaddr_storage ss;
         socklen_t slen = sizeof ss;
         int fd = accept4(a->l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -105,7 +168,7 @@ static int accept_all(struct admission *a, struct weir_error *err)
             if ((errno == EMFILE || errno == ENFILE) && a->count > 0) {
                 int n;
                 drop(a, oldest(a, NULL, &n), "dropped connection from %s: %s",
-                     "out of descriptors; the oldest unproven connection goes");
+                     "out of descriptors; an unproven connection goes");
                 continue;
             }
             return error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: accept", a->l->addr);
@@ -113,8 +176,10 @@ static int accept_all(struct admission *a, struct weir_error *err)
         char peer[80];
         tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
         if (!tcp_peer_allowed(a->l, (struct sockaddr *)&ss)) {
-            log_msg(a->log, LOG_WARN, "refused connection from %s: only %s may connect", peer,
-                    a->l->allow_name);
+            char why[300];
+            snprintf(why, sizeof why, "only %s may connect", a->l->allow_name);
+            refusal(a, "refused connection from %s: %s", peer, why);
+            tell(a, fd, "refused: this receiver admits another address only");
             close(fd);
             continue;
         }
@@ -124,11 +189,15 @@ static int accept_all(struct admission *a, struct weir_error *err)
             (!a->cfg->raw &&
              send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) !=
                  (ssize_t)sizeof greeting)) {
-            log_msg(a->log, LOG_WARN, "dropped connection from %s: %s", peer, strerror(errno));
+            refusal(a, "dropped connection from %s: %s", peer, strerror(errno));
             close(fd);
             continue;
         }
-        struct pending *c = make_room(a, &ss);
+        struct pending *c = make_room(a, &ss, won);
+        if (*won) {
+            close(fd);   /* the newcomer would have waited: the sender is in */
+            return 0;
+        }
         double now = clock_now();
         double limit = a->cfg->raw ? a->cfg->io_timeout : a->cfg->handshake_timeout;
         *c = (struct pending){.fd = fd, .addr = ss, .since = now,
@@ -137,6 +206,7 @@ static int accept_all(struct admission *a, struct weir_error *err)
         a->count++;
         log_msg(a->log, LOG_DEBUG, "connection from %s: waiting for it to prove itself", peer);
     }
+    return 0;
 }
 
 /* What a peer that is not a weir sender began with, for the log. */
@@ -146,14 +216,6 @@ static void describe_start(const unsigned char *b, size_t n, char *out, size_t l
     for (size_t i = 0; i < n && i < 24 && j + 2 < len; i++)
         out[j++] = b[i] >= 0x20 && b[i] < 0x7f ? (char)b[i] : '.';
     out[j] = '\0';
-}
-
-/* Tell a weir sender that cannot be served why, in an answer it reads. */
-static void refuse_with_answer(struct pending *c, const char *msg)
-{
-    unsigned char rec[CODEC_RECORD_MAX];
-    size_t n = codec_status(rec, WEIR_EXIT_NETWORK, 0, msg);
-    (void)send(c->fd, rec, n, MSG_NOSIGNAL | MSG_DONTWAIT);   /* best effort */
 }
 
 /* Judge what a weir peer has sent so far.  1: admitted; 0: keep waiting;
@@ -169,14 +231,14 @@ static int judge_weir(struct admission *a, struct pending *c)
         drop(a, c, "refused connection from %s: %s", why);
         return -1;
     }
-    if (n < CODEC_GREETING_SIZE)
-        return 0;
-    struct codec_record r;
-    if (c->buf[8] == 'H') {
+    if (n > 8 && c->buf[8] == 'H') {
         drop(a, c, "refused connection from %s: %s", "a weir sender without the greeting "
              "(older than this one): upgrade it");
         return -1;
     }
+    if (n < CODEC_GREETING_SIZE)
+        return 0;
+    struct codec_record r;
     if (codec_parse_record(c->buf, CODEC_GREETING_SIZE, &r, why, sizeof why) ||
         r.type != 'G' || r.role != CODEC_ROLE_SENDER) {
         drop(a, c, "refused connection from %s: %s", "it did not greet as a weir sender");
@@ -185,7 +247,6 @@ static int judge_weir(struct admission *a, struct pending *c)
     if (!codec_protocol_compatible(&r)) {
         snprintf(why, sizeof why, "the sender speaks weir protocol %u to %u, this receiver "
                  "%u to %u", r.oldest, r.version, CODEC_PROTOCOL_OLDEST, CODEC_PROTOCOL);
-        refuse_with_answer(c, why);
         drop(a, c, "refused connection from %s: %s", why);
         return -1;
     }
@@ -195,7 +256,6 @@ static int judge_weir(struct admission *a, struct pending *c)
                            sizeof why) || r.type != 'H') {
         if (r.type != 'H')
             snprintf(why, sizeof why, "no weir stream header after its greeting");
-        refuse_with_answer(c, why);
         drop(a, c, "refused connection from %s: %s", why);
         return -1;
     }
@@ -332,8 +392,14 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
             admit(&a, won, t, ahead, nahead);
             return 0;
         }
-        if (pfd[0].revents && accept_all(&a, err))
-            break;
+        if (pfd[0].revents) {
+            if (accept_some(&a, &won, err))
+                break;
+            if (won) {
+                admit(&a, won, t, ahead, nahead);
+                return 0;
+            }
+        }
     }
     for (int i = 0; i < LISTENER_PENDING; i++)
         if (a.conn[i].fd >= 0)

@@ -268,11 +268,14 @@ static void plan_readahead_locked(struct pipeline *p)
 static int carve_locked(struct pipeline *p, size_t block, size_t unit, struct weir_error *err)
 {
     uint64_t nblocks = p->cfg->mem / pool_stride(block);
-    if (nblocks > RING_MAX_BLOCKS) {
-        /* tiny blocks (-z -s 16 on the far side): fewer, larger ones */
+    if (nblocks > RING_MAX_BLOCKS && p->may_decode) {
+        /* tiny blocks declared by the far side (-z -s 16 there): fewer,
+         * larger ones here; -s given here is taken as it is */
         block = unit = (size_t)(p->cfg->mem / RING_MAX_BLOCKS);
         nblocks = p->cfg->mem / pool_stride(block);
     }
+    if (nblocks * pool_stride(block) > p->ring.pool.reserved)
+        nblocks = p->ring.pool.reserved / pool_stride(block);
     if (nblocks < transform_blocks(p))
         nblocks = transform_blocks(p);   /* documented: a transform needs a few */
     if (ring_carve_locked(&p->ring, block, unit, nblocks, err))
@@ -396,7 +399,8 @@ static void setup_output(struct pipeline *p, struct output *out, const struct we
 
 /* A file output that cannot be opened because the file exists may be one
  * weir created a moment ago for another -o (-o a -o ./a). */
-static int explain_open_failure(struct pipeline *p, int i, struct weir_error *err)
+static int explain_open_failure(struct pipeline *p, int i, const struct transport *log_t,
+                                struct weir_error *err)
 {
     char name[300];
     snprintf(name, sizeof name, "output %s", p->out[i].spec->path);
@@ -405,6 +409,7 @@ static int explain_open_failure(struct pipeline *p, int i, struct weir_error *er
     for (int j = 0; j < i; j++)
         if (refuse_same(&again, &p->out[j].t, err))
             return -1;
+    (void)refuse_log(p, &again, log_t, err);   /* -o x -l x: the log created x */
     return -1;
 }
 
@@ -430,7 +435,7 @@ static int open_output(struct pipeline *p, int i, const struct transport *log_t,
     }
     const char *path = out->spec->kind == WEIR_OUT_FILE ? out->spec->path : NULL;
     if (transport_open_output(&out->t, path, c->force, c->stdout_closed, err))
-        return path ? explain_open_failure(p, i, err) : -1;
+        return path ? explain_open_failure(p, i, log_t, err) : -1;
     if (refuse_same(&out->t, &p->in, err) || refuse_log(p, &out->t, log_t, err))
         return -1;
     for (int j = 0; j < i; j++)
@@ -515,6 +520,48 @@ static int create(struct pipeline *p, struct weir_error *err)
     return 0;
 }
 
+/* The one global: a signal that arrived while the engine was being set up.
+ * Opening a FIFO or a tape blocks until its other side comes, so during
+ * setup SIGINT, SIGTERM and SIGHUP are let in, to this handler (installed
+ * without SA_RESTART, so open() returns EINTR); everywhere else they are
+ * blocked and taken with sigtimedwait(). */
+static volatile sig_atomic_t setup_signal;
+
+static void setup_handler(int sig)
+{
+    setup_signal = sig;
+}
+
+static const int setup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+/* Let the signals in (only those not ignored: nohup stays in force). */
+static void setup_signals_open(struct sigaction *saved)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    setup_signal = 0;
+    for (int i = 0; i < 3; i++) {
+        struct sigaction sa = {.sa_handler = setup_handler};
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(setup_signals[i], NULL, &saved[i]) != 0 ||
+            saved[i].sa_handler == SIG_IGN || sigaction(setup_signals[i], &sa, NULL) != 0)
+            continue;
+        sigaddset(&set, setup_signals[i]);
+    }
+    sync_sigmask(SIG_UNBLOCK, &set);
+}
+
+static void setup_signals_close(const struct sigaction *saved)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (int i = 0; i < 3; i++)
+        sigaddset(&set, setup_signals[i]);
+    sync_sigmask(SIG_BLOCK, &set);
+    for (int i = 0; i < 3; i++)
+        (void)sigaction(setup_signals[i], &saved[i], NULL);
+}
+
 int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_engine **out,
                 struct weir_error *err)
 {
@@ -535,7 +582,18 @@ int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_e
     p->encode = c->compress;
     p->may_decode = c->decode || (c->input == WEIR_IN_LISTEN && !c->tcp.raw);
     ratelimit_init(&p->read_rl, c->read_rate);
-    return create(p, err);
+    struct sigaction saved[3];
+    setup_signals_open(saved);
+    int rc = create(p, err);
+    setup_signals_close(saved);
+    int sig = setup_signal;
+    if (sig) {
+        if (rc == 0)
+            undo_start(p);
+        return error_set(err, WEIR_EXIT_SIGNAL + sig, "interrupted by %s",
+                         sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+    }
+    return rc;
 }
 
 void weir_destroy(struct weir_engine *e)
@@ -780,7 +838,8 @@ int weir_run(struct weir_engine *e, const struct weir_observer *obs)
         /* after every output accepted every byte, flushed, and every
          * consumer exited: the sender's exit status rests on this */
         int code = p->failed ? p->first.status : 0;
-        if (session_answer(&p->back, code, p->data_bytes, p->failed ? p->first.msg : NULL) &&
+        if (session_answer(&p->back, code, p->data_bytes, p->stream_chain,
+                           p->failed ? p->first.msg : NULL) &&
             !p->failed)
             log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s", p->in.name,
                     strerror(errno));
@@ -789,6 +848,11 @@ int weir_run(struct weir_engine *e, const struct weir_observer *obs)
         struct weir_error ignored;
         transport_close(&p->in, !p->failed, NULL, &ignored);
     }
+    /* a transfer that failed before it wrote a byte leaves no empty file
+     * behind, so that a retry is not refused with "file exists" */
+    for (int i = 0; p->failed && i < p->nout; i++)
+        if (p->out[i].cur.bytes == 0)
+            transport_discard(&p->out[i].t);
     return p->failed ? p->first.status : WEIR_EXIT_OK;
 }
 

@@ -62,8 +62,10 @@ struct output {
     bool status_received;      /* the receiver answered */
     int status_code;
     uint64_t status_bytes;
+    uint64_t status_chain;     /* the chain the receiver says it received */
     char status_msg[CODEC_STATUS_MAX + 1];
     bool awaiting;             /* the writer waits for the answer or its consumer */
+    bool ended;                /* the whole stream was sent: an answer may say success */
 };
 
 struct worker {
@@ -119,6 +121,7 @@ struct pipeline {
     unsigned char ahead[LISTENER_AHEAD_MAX];   /* read while admitting */
     size_t nahead, ahead_pos;
     bool answer_sender;        /* lock: the input is a weir stream over TCP */
+    uint64_t stream_chain;     /* lock: the received stream's chain, once verified */
     bool input_closed;         /* lock: the reader closed the input */
     struct session_in back;    /* main: keepalives and the answer */
     struct tcp_listener listener;

@@ -218,6 +218,9 @@ static int compress_trailer(struct pipeline *p)
     uint64_t nblocks = p->job_tail;
     codec_trailer(pool_data(&p->ring.pool, idx), p->chain_total, nblocks, p->chain);
     ring_add_locked(&p->ring, idx, CODEC_TRAILER_SIZE);
+    /* in the same breath: a writer must know the trailer is the last slot
+     * when it takes it (ring_last_locked) */
+    ring_finish_locked(&p->ring);
     sync_unlock(&p->lock);
     return STEP_OK;
 }
@@ -398,6 +401,11 @@ static int read_input(struct reader *r, struct weir_error *e)
         rc = decode_stream(&d, &sink, e);
         if (rc == STEP_FAIL && atomic_load(&p->stop))
             rc = STEP_STOP;
+        if (rc == STEP_OK && d.kind == STREAM_WEIR) {
+            sync_lock(&p->lock);
+            p->stream_chain = d.chain;   /* the answer vouches for this stream */
+            sync_unlock(&p->lock);
+        }
     } else if (rc == STEP_OK) {
         if (p->in.is_socket)
             log_msg(p->log, LOG_INFO, "%s: plain bytes, not a weir stream: its end cannot be "

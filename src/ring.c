@@ -354,6 +354,14 @@ void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n)
     ring_release_locked(r);
 }
 
+bool ring_last_locked(const struct ring *r, const struct ring_cursor *c, size_t n)
+{
+    if (!r->input_done || c->seq + 1 != r->head)
+        return false;
+    const struct ring_slot *s = slot_at(r, c->seq);
+    return s->sealed && c->off + n == s->len;
+}
+
 void ring_drop_locked(struct ring *r, struct ring_cursor *c)
 {
     if (c->live) {

@@ -22,17 +22,48 @@ void session_out_init(struct session_out *s, struct transport *t, bool greet, bo
     s->block_max = block_max;
 }
 
+/* Read n bytes by an absolute deadline (0: none), not a timeout that each
+ * byte renews: a peer trickling a byte at a time cannot stretch it. */
+static ssize_t read_by(struct transport *t, unsigned char *buf, size_t n, double deadline,
+                       atomic_bool *stop)
+{
+    size_t got = 0;
+    while (got < n) {
+        int ms = -1;
+        if (deadline > 0) {
+            double left = deadline - clock_now();
+            if (left <= 0) {
+                errno = ETIMEDOUT;
+                return got > 0 ? (ssize_t)got : -1;
+            }
+            ms = (int)(left * 1000) + 1;
+        }
+        ssize_t r = t->ops->read(t, buf + got, n - got, ms, stop);
+        if (r < 0)
+            return got > 0 && errno == ETIMEDOUT ? (ssize_t)got : -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
 int session_read_record(struct transport *t, int timeout_ms, atomic_bool *stop,
                         struct codec_record *r, unsigned char *raw, size_t *got, bool *eof,
                         struct weir_error *err)
 {
     *got = 0;
     *eof = false;
-    ssize_t n = transport_read_full(t, raw, 8, timeout_ms, stop);
+    double deadline = timeout_ms < 0 ? 0 : clock_now() + timeout_ms / 1000.0;
+    ssize_t n = read_by(t, raw, 8, deadline, stop);
     size_t len = n == 8 ? codec_record_length(raw) : 0;
     if (n == 8 && len > 8) {
-        ssize_t m = transport_read_full(t, raw + 8, len - 8, timeout_ms, stop);
+        ssize_t m = read_by(t, raw + 8, len - 8, deadline, stop);
         n = m < 0 ? m : 8 + m;
+    }
+    if (n >= 0 && (size_t)n < (len ? len : 8) && deadline > 0 && clock_now() >= deadline) {
+        errno = ETIMEDOUT;   /* part of a record by the deadline: too slow */
+        n = -1;
     }
     if (n < 0) {
         int e = errno;
@@ -69,6 +100,8 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
     bool eof;
     const char *name = s->t->name;
     if (session_read_record(s->t, (int)(limit * 1000), stop, &r, raw, &got, &eof, err) == 0) {
+        if (r.type == 'S' && r.code != 0)   /* refused, and told why */
+            return error_set(err, WEIR_EXIT_NETWORK, "receiver: %s", r.msg);
         if (r.type != 'G' || r.role != CODEC_ROLE_RECEIVER)
             return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer did not greet as a weir "
                              "receiver", name);
@@ -93,7 +126,7 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
     if (eof)
         return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer closed the connection without "
                          "a weir greeting: " NOT_WEIR, name);
-    if (got == 0 && errno == ETIMEDOUT)
+    if (errno == ETIMEDOUT)
         return error_set(err, WEIR_EXIT_NETWORK, "%s: no weir greeting within %g s: " NOT_WEIR,
                          name, limit);
     return -1;   /* *err says why */
@@ -200,6 +233,11 @@ uint64_t session_framed_bytes(const struct session_out *s)
     return s->total;
 }
 
+uint64_t session_framed_chain(const struct session_out *s)
+{
+    return s->chain;
+}
+
 /* ---- the receiving side -------------------------------------------------- */
 
 void session_in_init(struct session_in *s, struct transport *t)
@@ -237,10 +275,11 @@ void session_keepalive(struct session_in *s, uint64_t written, enum session_phas
 
 #define DRAIN_SECS 5.0   /* how long a receiver reads on after it answered */
 
-int session_answer(struct session_in *s, int code, uint64_t bytes, const char *msg)
+int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chain,
+                   const char *msg)
 {
     unsigned char rec[CODEC_RECORD_MAX];
-    size_t n = codec_status(rec, code, bytes, msg);
+    size_t n = codec_status(rec, code, bytes, chain, msg);
     atomic_bool never = false;
     /* first the rest of a keepalive that was under way */
     if (transport_write_all(s->t, s->out, s->len, 10000, &never) != 0 ||

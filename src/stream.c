@@ -199,7 +199,7 @@ static int read_record(struct stream_decoder *d, uint32_t *len, const char *wher
     if (require(d, 8, where, err))
         return -1;
     *len = codec_get32(d->stage + d->pos + 4);
-    if (*len < 16 || *len > 16 + CODEC_STATUS_MAX)
+    if (*len < 16 || *len > CODEC_PAYLOAD_MAX)
         return corrupt(d, err, d->offset, "malformed weir record (bad length)");
     return require(d, 8 + *len, where, err);
 }

@@ -97,9 +97,9 @@ void sync_kill_at(pthread_t t, int sig, const char *file, int line)
         sync_die(err, "pthread_kill", file, line);
 }
 
-void sync_sigmask_at(int how, const sigset_t *set, const char *file, int line)
+void sync_sigmask_at(int how, const sigset_t *set, sigset_t *old, const char *file, int line)
 {
-    int err = pthread_sigmask(how, set, NULL);
+    int err = pthread_sigmask(how, set, old);
     if (err)
         sync_die(err, "pthread_sigmask", file, line);
 }

@@ -77,7 +77,9 @@ static int resolve_allowed(struct tcp_listener *l, const char *host, struct weir
     return 0;
 }
 
-static int listen_on(struct tcp_listener *l, const struct addrinfo *ai, struct weir_error *err)
+/* v6only: -6 was given, so an IPv6 socket must not take IPv4 as well */
+static int listen_on(struct tcp_listener *l, const struct addrinfo *ai, bool v6only,
+                     struct weir_error *err)
 {
     char where[80];
     tcp_format_addr(ai->ai_addr, where, sizeof where);
@@ -89,12 +91,12 @@ static int listen_on(struct tcp_listener *l, const struct addrinfo *ai, struct w
     int one = 1, zero = 0;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         (ai->ai_family == AF_INET6 &&
-         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0)) {
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, v6only ? &one : &zero, sizeof zero) != 0)) {
         int e = errno;
         close(fd);
         return error_sys(err, WEIR_EXIT_NETWORK, e, "listen %s: setsockopt", where);
     }
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
         int e = errno;
         close(fd);
         return error_sys(err, WEIR_EXIT_NETWORK, e, "listen %s", where);
@@ -132,7 +134,7 @@ int tcp_listen(const struct tcp_settings *o, struct tcp_listener *l, struct weir
                          o->bind_addr ? o->bind_addr : "*", o->listen_port, gai_strerror(rc));
     int result = -1;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        result = listen_on(l, ai, err);
+        result = listen_on(l, ai, o->family == AF_INET6, err);
         if (result == 0)
             break;
     }
@@ -141,7 +143,7 @@ int tcp_listen(const struct tcp_settings *o, struct tcp_listener *l, struct weir
         /* no IPv6 on this host: fall back to IPv4 only */
         hints.ai_family = AF_INET;
         if (getaddrinfo(NULL, o->listen_port, &hints, &res) == 0) {
-            result = listen_on(l, res, err);
+            result = listen_on(l, res, false, err);
             freeaddrinfo(res);
         }
     }

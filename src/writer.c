@@ -30,6 +30,7 @@
 #include "weir/sync.h"
 
 #define CONSUMER_PATIENCE 2.0   /* seconds a consumer that closed its input has to exit */
+#define RAW_CONFIRM_SECS 5.0    /* how long a --raw sender waits for its peer to close */
 
 static int write_error(struct output *o, struct weir_error *e, const char *what)
 {
@@ -72,6 +73,14 @@ static int writer_loop(struct output *o, struct weir_error *e)
         if (r == RING_STOP)
             return STEP_STOP;
         n = ratelimit_chunk(&o->rl, n);
+        if (o->session.compressed && o->session.greet) {
+            /* -z: the last bytes carry the trailer; a success answer may
+             * come as soon as they are out */
+            sync_lock(&p->lock);
+            if (ring_last_locked(&p->ring, &o->cur, n))
+                o->ended = true;
+            sync_unlock(&p->lock);
+        }
         ssize_t w;
         if (o->session.frame) {
             w = session_frame(&o->session, src, n, tmo, &o->halt);
@@ -110,9 +119,15 @@ static int heard(struct output *o, const struct codec_record *r, struct weir_err
     if (r->type == 'K') {
         o->peer_written = r->bytes;
         o->peer_phase = r->phase;
+    } else if (r->type == 'S' && r->code == 0 && !o->ended) {
+        /* success before the trailer was sent cannot be true */
+        sync_unlock(&p->lock);
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver answered success before the "
+                         "stream ended", o->t.name), STEP_FAIL;
     } else if (r->type == 'S') {
         o->status_code = r->code;
         o->status_bytes = r->bytes;
+        o->status_chain = r->chain;
         snprintf(o->status_msg, sizeof o->status_msg, "%s", r->msg);
         o->status_received = true;
         sync_broadcast(&p->ring.data_cv);
@@ -206,7 +221,7 @@ static int await_answer(struct output *o, struct weir_error *e)
     o->awaiting = false;
     bool received = o->status_received;
     int code = o->status_code;
-    uint64_t acked = o->status_bytes;
+    uint64_t acked = o->status_bytes, chain = o->status_chain;
     sync_unlock(&p->lock);
     if (received && code != 0)
         return error_set(e, map_receiver_status(code), "receiver: %s", o->status_msg),
@@ -217,12 +232,54 @@ static int await_answer(struct output *o, struct weir_error *e)
     if (!received)
         return STEP_STOP;   /* stopping, or the back channel has reported the failure */
     uint64_t sent = o->session.frame ? session_framed_bytes(&o->session) : p->data_bytes;
+    sync_lock(&p->lock);
+    uint64_t mine = o->session.frame ? session_framed_chain(&o->session) : p->chain;
+    sync_unlock(&p->lock);
+    /* the chain binds the answer to this stream: a receiver that did not
+     * verify it (or an answer sent before it arrived) cannot know it */
+    if (chain != mine)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver's answer is for another "
+                         "stream (its chain differs)", o->t.name), STEP_FAIL;
     if (acked != sent)
         return error_set(e, WEIR_EXIT_NETWORK,
                          "%s: the receiver confirmed %llu bytes, but %llu were sent",
                          o->t.name, (unsigned long long)acked, (unsigned long long)sent),
                STEP_FAIL;
     return STEP_OK;
+}
+
+/* A --raw sender cannot know that its data arrived, but it can know that
+ * it did not: a weir listener (which greets, then refuses plain bytes) or
+ * a reset.  It reads until the peer closes, for a few seconds at most;
+ * nc -l, socat and mbuffer close once they have read everything. */
+static int raw_confirm(struct output *o, struct weir_error *e)
+{
+    double deadline = clock_now() + RAW_CONFIRM_SECS;
+    unsigned char buf[4096], head[4];
+    size_t seen = 0;
+    for (;;) {
+        double left = deadline - clock_now();
+        if (left <= 0)
+            return STEP_OK;   /* still open: nothing more to learn */
+        ssize_t r = o->t.ops->read(&o->t, buf, sizeof buf, (int)(left * 1000) + 1, &o->halt);
+        if (r == 0)
+            return STEP_OK;
+        if (r < 0 && errno == ETIMEDOUT)
+            return STEP_OK;
+        if (r < 0 && errno == ECANCELED)
+            return STEP_STOP;
+        if (r < 0 && errno == ECONNRESET)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer reset the connection: the "
+                             "data may not all have arrived", o->t.name), STEP_FAIL;
+        if (r < 0)
+            return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s", o->t.name), STEP_FAIL;
+        for (ssize_t i = 0; i < r && seen < sizeof head; i++)
+            head[seen++] = buf[i];
+        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener, which "
+                             "takes plain bytes only with --raw: send without --raw",
+                             o->t.name), STEP_FAIL;
+    }
 }
 
 /* Connect (for -O), hear the receiver's greeting, begin the stream. */
@@ -266,13 +323,23 @@ static int writer_open(struct output *o, struct weir_error *e)
 static int writer_end(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
-    if (o->session.frame &&
-        session_trailer(&o->session, io_timeout_ms(p, &o->t), &o->halt))
-        return write_error(o, e, "write");
+    if (o->session.frame) {
+        sync_lock(&p->lock);
+        o->ended = true;   /* a success answer may come once the trailer is out */
+        sync_unlock(&p->lock);
+        if (session_trailer(&o->session, io_timeout_ms(p, &o->t), &o->halt))
+            return write_error(o, e, "write");
+    }
     if (o->session.greet)
         return await_answer(o, e);
-    if (o->t.is_socket)
-        return o->t.ops->half_close(&o->t, e) ? STEP_FAIL : STEP_OK;
+    if (o->t.is_socket) {
+        if (o->t.ops->half_close(&o->t, e) == 0)
+            return raw_confirm(o, e);
+        if (errno == ENOTCONN || errno == ECONNRESET)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer reset the connection: the data "
+                             "may not all have arrived", o->t.name), STEP_FAIL;
+        return STEP_FAIL;
+    }
     /* success is only reported for data a crash cannot take back */
     if (!p->cfg->no_sync && transport_sync(&o->t, e))
         return STEP_FAIL;

@@ -39,7 +39,8 @@
 #define CODEC_BLOCK_OVERHEAD (CODEC_FRAME_PREFIX + CODEC_FRAME_SUFFIX)
 #define CODEC_TRAILER_SIZE 40         /* 8 + 32 */
 #define CODEC_STATUS_MAX 400          /* longest status message */
-#define CODEC_STATUS_FIXED 24         /* 8 + type, code, pad, len, bytes */
+#define CODEC_STATUS_FIXED 32         /* 8 + type, code, pad, len, bytes, chain */
+#define CODEC_SUM_SIZE 8              /* the checksum that ends G, K, S and A */
 
 #define CODEC_HEADER_COMPRESSED 0x01  /* header flag: blocks may be LZ4-compressed */
 
@@ -48,10 +49,11 @@
  * versions [oldest, version] overlaps its own. */
 #define CODEC_PROTOCOL 1
 #define CODEC_PROTOCOL_OLDEST 1
-#define CODEC_GREETING_SIZE 24        /* 8 + 16 */
-#define CODEC_KEEPALIVE_SIZE 24       /* 8 + 16 */
+#define CODEC_GREETING_SIZE 32        /* 8 + 16 + checksum */
+#define CODEC_KEEPALIVE_SIZE 32       /* 8 + 16 + checksum */
 #define CODEC_PHASE_MAX 2             /* the last phase a keepalive may name */
-#define CODEC_RECORD_MAX (8 + 16 + CODEC_STATUS_MAX)   /* the longest weir record */
+#define CODEC_PAYLOAD_MAX (CODEC_STATUS_FIXED - 8 + CODEC_STATUS_MAX + CODEC_SUM_SIZE)
+#define CODEC_RECORD_MAX (8 + CODEC_PAYLOAD_MAX)   /* the longest weir record */
 
 /* Greeting features: what an end can do.  Both ends use what both offer. */
 #define CODEC_FEATURE_KEEPALIVE 0x1u  /* the receiver sends 'K' while it works */
@@ -73,9 +75,11 @@ struct codec_record {
     uint32_t features;
     /* K */
     unsigned phase;
-    /* S, A: code and message; S and K: bytes written */
+    /* S, A: code and message; S and K: bytes written; S: the chain of the
+     * stream it received (the trailer's), which binds a success to it */
     int code;
     uint64_t bytes;
+    uint64_t chain;
     char msg[CODEC_STATUS_MAX + 1];
 };
 
@@ -114,8 +118,12 @@ size_t codec_frame_prefix(unsigned char *dst, uint32_t block_max, uint32_t wire_
 size_t codec_frame_suffix(unsigned char *dst, uint64_t seq, uint32_t raw_len, uint64_t hash);
 size_t codec_trailer(unsigned char *dst, uint64_t total, uint64_t nblocks, uint64_t chain);
 /* 'S' record: code 0 is success; msg may be NULL.  dst holds
- * CODEC_STATUS_FIXED + CODEC_STATUS_MAX bytes. */
-size_t codec_status(unsigned char *dst, int code, uint64_t bytes, const char *msg);
+ * CODEC_RECORD_MAX bytes; chain is the received stream's (its trailer's)
+ * chain, so that a success answer vouches for that very stream.  G, K, S and A records end in an XXH3-64 of
+ * everything before it, so that a flipped byte on the way back (a failure
+ * turned into success) is caught as surely as on the way out. */
+size_t codec_status(unsigned char *dst, int code, uint64_t bytes, uint64_t chain,
+                    const char *msg);
 /* 'A' record from a sender that gives up; same layout as 'S'. */
 size_t codec_abort(unsigned char *dst, int code, const char *msg);
 

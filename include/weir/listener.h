@@ -15,10 +15,13 @@
  *     sends a byte (nc and mbuffer do not greet);
  *   - at most LISTENER_PENDING connections wait at once, and at most
  *     LISTENER_PER_ADDRESS from one address; when a new one does not fit,
- *     the oldest waiting one (from that address first) is dropped.
+ *     a waiting one is dropped (from that address first): one that has sent
+ *     nothing before one that has begun its greeting, the oldest first.
  *
- * Every refusal is logged with the peer's address, and the listener keeps
- * listening.  On success the listening socket and every other waiting
+ * Every refusal is logged with the peer's address (at most ten lines a
+ * second; the rest are counted), a peer that may be a weir sender is told
+ * why in an 'S' record (a --raw listener writes nothing), and the listener
+ * keeps listening.  On success the listening socket and every other waiting
  * connection are closed, *t is the connection (non-blocking, tuned), and
  * the bytes read past the greeting (the stream header) are in `ahead` for
  * the stream decoder.  It fails with WEIR_EXIT_NETWORK for --accept-timeout
@@ -38,8 +41,8 @@
 #include "weir/error.h"
 #include "weir/log.h"
 
-#define LISTENER_PENDING 64
-#define LISTENER_PER_ADDRESS 8
+#define LISTENER_PENDING 256
+#define LISTENER_PER_ADDRESS 32
 #define LISTENER_HANDSHAKE_SECS 10.0
 #define LISTENER_AHEAD_MAX CODEC_HEADER_SIZE
 

@@ -148,6 +148,9 @@ int ring_peek_locked(struct ring *r, struct ring_cursor *c, const unsigned char 
                      size_t *n);
 /* n bytes at c were read; passed blocks are released. */
 void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n);
+/* Whether reading n more bytes at c reads the last byte the ring will ever
+ * hold (the input ended and this is the end of its last slot). */
+bool ring_last_locked(const struct ring *r, const struct ring_cursor *c, size_t n);
 /* A cursor that stops holding blocks back (its output failed). */
 void ring_drop_locked(struct ring *r, struct ring_cursor *c);
 /* Release every block that every live cursor has passed. */

@@ -69,6 +69,8 @@ bool session_abort(struct session_out *s, int code, const char *msg, const void 
 /* Bytes the receiver must confirm: the framed data, or (compressed) the
  * engine's count. */
 uint64_t session_framed_bytes(const struct session_out *s);
+/* The trailer's chain of the framed blocks. */
+uint64_t session_framed_chain(const struct session_out *s);
 
 /* Read one record from the receiver.  0 and *r; -1 with *err or errno
  * ECANCELED; *got is how many bytes arrived, *eof whether it closed. */
@@ -97,8 +99,10 @@ void session_in_init(struct session_in *s, struct transport *t);
  * without blocking: at most every CODEC_KEEPALIVE_SECS. */
 void session_keepalive(struct session_in *s, uint64_t written, enum session_phase phase,
                        double now);
-/* The final answer, then a bounded drain of what the sender still sends, so
+/* The final answer (chain: the received stream's, vouched for by its
+ * trailer), then a bounded drain of what the sender still sends, so
  * that closing does not reset the connection under the answer. */
-int session_answer(struct session_in *s, int code, uint64_t bytes, const char *msg);
+int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chain,
+                   const char *msg);
 
 #endif

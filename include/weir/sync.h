@@ -39,7 +39,7 @@ int sync_create_at(pthread_t *t, void *(*fn)(void *), void *arg, struct weir_err
                    const char *file, int line);
 void sync_join_at(pthread_t t, const char *file, int line);
 void sync_kill_at(pthread_t t, int sig, const char *file, int line);
-void sync_sigmask_at(int how, const sigset_t *set, const char *file, int line);
+void sync_sigmask_at(int how, const sigset_t *set, sigset_t *old, const char *file, int line);
 
 #define sync_mutex_init(m) sync_mutex_init_at((m), __FILE__, __LINE__)
 #define sync_cond_init(c) sync_cond_init_at((c), __FILE__, __LINE__)
@@ -52,7 +52,8 @@ void sync_sigmask_at(int how, const sigset_t *set, const char *file, int line);
 #define sync_create(t, fn, arg, err) sync_create_at((t), (fn), (arg), (err), __FILE__, __LINE__)
 #define sync_join(t) sync_join_at((t), __FILE__, __LINE__)
 #define sync_kill(t, sig) sync_kill_at((t), (sig), __FILE__, __LINE__)
-#define sync_sigmask(how, set) sync_sigmask_at((how), (set), __FILE__, __LINE__)
+#define sync_sigmask(how, set) sync_sigmask_at((how), (set), NULL, __FILE__, __LINE__)
+#define sync_sigmask_get(how, set, old) sync_sigmask_at((how), (set), (old), __FILE__, __LINE__)
 
 /* Monotonic clock helpers. */
 double clock_now(void);                       /* seconds, monotonic */

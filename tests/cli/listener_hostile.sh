@@ -83,7 +83,7 @@ ok "with --raw, plain bytes are taken as they are"
 
 # weir records that do not make a valid admission
 greet() {   # greet VERSION OLDEST ROLE
-    printf "\x57\x2a\x4d\x18\x10\x00\x00\x00GWEIR\\x$(printf %02x "$1")\\x$(printf %02x "$2")$3\x01\x00\x00\x00\x00\x00\x00\x00"
+    "$TESTTOOL" greet "$1" "$2" "$3"
 }
 header() {   # header VERSION
     printf "\x57\x2a\x4d\x18\x10\x00\x00\x00HWEIR\\x$(printf %02x "$1")\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00"
@@ -109,12 +109,12 @@ real_sender "after four refused weir peers"
 listen "$TMP/out" "$TMP/lerr"
 rm -f "$TMP/crowd"
 mkfifo "$TMP/crowdhold2"
-"$TESTTOOL" crowd "$LPORT" 9 0 <"$TMP/crowdhold2" >"$TMP/crowd" &
+"$TESTTOOL" crowd "$LPORT" 33 0 <"$TMP/crowdhold2" >"$TMP/crowd" &
 PIDS+=($!)
 exec 9>"$TMP/crowdhold2"
 wait_for "$TMP/crowd" "crowd ready" 20
 wait_for "$TMP/lerr" "too many unproven connections from that address; the oldest goes" 10
-still_listening "nine unproven connections from one address"
-real_sender "after nine unproven connections"
+still_listening "33 unproven connections from one address"
+real_sender "after 33 unproven connections"
 exec 9>&-
 done_testing

@@ -35,6 +35,10 @@ refused "-T: '65' is not a whole number from 1 to 64" -T 65
 same "$TMP/in" "$TMP/out" "--compress=12: accepted"
 refused "--compress: '13'" --compress=13
 accepted "-s 16" -s 16 -m 64k
+for bs in 512 1k 1500 1900; do
+    "$WEIR" -q -z -s "$bs" -i "$TMP/in" | "$WEIR" -q -d >"$TMP/out" || fail "-z -s $bs: exit $?"
+    same "$TMP/in" "$TMP/out" "-z -s $bs: accepted"
+done
 refused "-s: 15 is out of range" -s 15
 accepted "-s 1G -m 2G" -s 1G -m 2G
 refused "-s: 2G is out of range" -s 2G -m 4G

@@ -54,4 +54,14 @@ expect 4 "-o ok -o /nonexistent/x" "$WEIR" -q -i "$TMP/in" -o "$TMP/ok" -o /none
 ok "a failed second -o: the first is removed too"
 expect 0 "retry after the failed start" "$WEIR" -q -i "$TMP/in" -o "$TMP/ok"
 same "$TMP/in" "$TMP/ok" "the retry writes the file"
+# failures after the start that wrote nothing leave nothing either
+expect 5 "-I --accept-timeout -o n1" "$WEIR" -q -I 0 --accept-timeout 0.5 -o "$TMP/n1"
+[ -e "$TMP/n1" ] && fail "a listener that timed out left its output behind"
+ok "a listener that timed out leaves no output file"
+expect 6 "-d of an empty input -o n2" "$WEIR" -q -d -i /dev/null -o "$TMP/n2"
+[ -e "$TMP/n2" ] && fail "an empty stream left its output behind"
+ok "a decode that failed at once leaves no output file"
+# the -l file is checked even when it created the output's name itself
+expect 2 "-o x -l x" "$WEIR" -q -i "$TMP/in" -o "$TMP/x" -l "$TMP/x"
+has_msg "$TMP/err" "are the same file" "-o x -l x: the same file, not 'file exists'"
 done_testing

@@ -34,4 +34,19 @@ wait_bounded "$wpid" 10
 [ "$STATUS" -eq 0 ] || fail "weir exited $STATUS after SIGUSR1"
 [ "$(cat "$TMP/out")" = "$(printf 'hello\nworld')" ] || fail "data after SIGUSR1"
 ok "the transfer continues after SIGUSR1"
+# a FIFO with no writer blocks open(): SIGTERM still stops weir at once
+mkfifo "$TMP/fifo"
+"$WEIR" -q -i "$TMP/fifo" -o /dev/null 2>"$TMP/ferr" &
+fpid=$!
+PIDS+=("$fpid")
+kill -0 "$fpid" || fail "weir on a FIFO did not start"
+for i in $(seq 100); do   # until it is blocked in open(), waiting for a writer
+    grep -q wait_for_partner "/proc/$fpid/wchan" 2>/dev/null && break
+    sleep 0.05
+done
+grep -q wait_for_partner "/proc/$fpid/wchan" || fail "weir is not waiting in open() on the FIFO"
+kill -TERM "$fpid"
+wait_bounded "$fpid" 5
+[ "$STATUS" -eq 143 ] || fail "SIGTERM while opening a FIFO: exit $STATUS, want 143"
+has_msg "$TMP/ferr" "interrupted by SIGTERM" "SIGTERM while opening a FIFO: exit 143"
 done_testing

@@ -16,6 +16,9 @@ same "$TMP/in" "$TMP/e" "the healthy output still got every byte"
 gen "$TMP/big" 50000000 zero
 expect 4 "--stop-on-error stops everything" \
     "$WEIR" -q -s 64k -m 1M --stop-on-error -i "$TMP/big" -o /dev/full -o "$TMP/f"
-[ "$(stat -c %s "$TMP/f")" -lt 50000000 ] || fail "--stop-on-error wrote everything"
+# (an output that got nothing is removed: weir created it, and a retry
+# would otherwise be refused with "file exists")
+[ "$(stat -c %s "$TMP/f" 2>/dev/null || echo 0)" -lt 50000000 ] ||
+    fail "--stop-on-error wrote everything"
 ok "--stop-on-error left the other output incomplete"
 done_testing

@@ -15,9 +15,16 @@
  *         drop   K             leave out data block K of a weir stream
  *         dup    K             send data block K of a weir stream twice
  *         swap   K             send data blocks K and K+1 in swapped order
+ *         zerostatus 0         (the other way) set the code of every 'S'
+ *                              record the server sends to 0
  *   testtool crowd PORT N BYTES [SRC]  open N connections to 127.0.0.1:PORT
  *       (from address SRC if given), send BYTES bytes of junk on each, print
  *       "crowd ready", then hold them open until stdin closes
+ *   testtool status CODE BYTES MSG    write a weir answer record ('S')
+ *   testtool flood PORT SECS          keep opening connections to PORT for SECS,
+ *       at most 8 open at once, the oldest closed first
+ *   testtool greet VERSION OLDEST ROLE   write a weir greeting record (role S
+ *       or R) with its checksum, for tests that play a peer by hand
  *   testtool slowread BYTES_PER_SEC   copy stdin to stdout slowly
  *   testtool nonblock CMD [ARGS...]   run CMD with O_NONBLOCK set on its stdin
  *       and stdout, so that it meets EAGAIN
@@ -43,6 +50,7 @@
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 static void die(const char *what)
 {
@@ -127,7 +135,7 @@ static uint32_t get32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-enum mode { PASS, CUT, RESET, STALL, FLIP, DROP, DUP, SWAP };
+enum mode { PASS, CUT, RESET, STALL, FLIP, ZEROSTATUS, DROP, DUP, SWAP };
 
 struct fault {
     enum mode mode;
@@ -239,6 +247,33 @@ static int connect_to(int port)
     return fd;
 }
 
+/* zerostatus: the receiver's records pass with every 'S' record's code
+ * byte set to 0 (a failure made to look like success); whole records only. */
+static int zero_status(struct fault *f, int client, const unsigned char *data, size_t n)
+{
+    if (f->len + n > f->cap) {
+        f->cap = (f->len + n) * 2;
+        f->buf = realloc(f->buf, f->cap);
+        if (!f->buf)
+            die("realloc");
+    }
+    memcpy(f->buf + f->len, data, n);
+    f->len += n;
+    size_t off = 0;
+    while (f->len - off >= 8) {
+        size_t rec = 8 + get32(f->buf + off + 4);
+        if (f->len - off < rec)
+            break;
+        if (rec > 9 && f->buf[off + 8] == 'S')
+            f->buf[off + 9] = 0;
+        off += rec;
+    }
+    int rc = write_all(client, f->buf, off);
+    memmove(f->buf, f->buf + off, f->len - off);
+    f->len -= off;
+    return rc;
+}
+
 static int relay(struct fault *f, int client, int server)
 {
     static unsigned char data[1 << 16];
@@ -268,6 +303,9 @@ static int relay(struct fault *f, int client, int server)
             if (n <= 0) {
                 down_open = 0;
                 shutdown(client, SHUT_WR);
+            } else if (f->mode == ZEROSTATUS) {
+                if (zero_status(f, client, data, (size_t)n))
+                    down_open = 0;
             } else if (write_all(client, data, (size_t)n)) {
                 down_open = 0;
             }
@@ -278,11 +316,12 @@ static int relay(struct fault *f, int client, int server)
 
 static int cmd_proxy(int argc, char **argv)
 {
-    static const char *names[] = {"pass", "cut", "reset", "stall", "flip", "drop", "dup", "swap"};
+    static const char *names[] = {"pass", "cut", "reset", "stall", "flip", "zerostatus",
+                                  "drop", "dup", "swap"};
     struct fault f = {0};
     int target = atoi(argv[2]);
     int m = -1;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         if (strcmp(argv[3], names[i]) == 0)
             m = i;
     if (m < 0) {
@@ -433,8 +472,85 @@ static int cmd_crowd(int port, int n, int bytes, const char *src)
     return 0;
 }
 
+/* flood PORT SECS: keep opening connections for SECS, at most 8 open at
+ * once (the oldest closed first), as fast as the listener accepts them. */
+static int cmd_flood(int port, double secs)
+{
+    int fds[8];
+    int n = 0, next = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    unsigned long opened = 0;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9 >= secs)
+            break;
+        if (n == 8) {
+            close(fds[next]);
+            n--;
+        }
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (fd < 0)
+            die("socket");
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            close(fd);
+            continue;
+        }
+        fds[next] = fd;
+        next = (next + 1) % 8;
+        n++;
+        opened++;
+    }
+    printf("flood: %lu connections\n", opened);
+    return 0;
+}
+
+/* S CODE BYTES MSG: an answer record as doc/stream-format.md describes it. */
+static int cmd_status(int code, unsigned long long bytes, const char *msg)
+{
+    unsigned char r[40 + 400] = {0x57, 0x2A, 0x4D, 0x18};
+    size_t m = strlen(msg) > 400 ? 400 : strlen(msg);
+    size_t len = 32 + m;   /* payload: fixed fields, message, checksum */
+    r[4] = (unsigned char)len;
+    r[5] = (unsigned char)(len >> 8);
+    r[8] = 'S';
+    r[9] = (unsigned char)code;
+    r[12] = (unsigned char)m;
+    r[13] = (unsigned char)(m >> 8);
+    for (int i = 0; i < 8; i++)
+        r[16 + i] = (unsigned char)(bytes >> (8 * i));
+    /* bytes 24-31: the chain of the stream it claims; this one knows none */
+    memcpy(r + 32, msg, m);
+    uint64_t sum = XXH3_64bits(r, 32 + m);
+    for (int i = 0; i < 8; i++)
+        r[32 + m + i] = (unsigned char)(sum >> (8 * i));
+    return write_all(1, r, 40 + m) ? 1 : 0;
+}
+
+/* A 'G' record as doc/stream-format.md describes it. */
+static int cmd_greet(int version, int oldest, const char *role)
+{
+    unsigned char g[32] = {0x57, 0x2A, 0x4D, 0x18, 24, 0, 0, 0, 'G', 'W', 'E', 'I', 'R'};
+    g[13] = (unsigned char)version;
+    g[14] = (unsigned char)oldest;
+    g[15] = (unsigned char)role[0];
+    g[16] = 1;   /* features: keepalives */
+    uint64_t sum = XXH3_64bits(g, 24);
+    for (int i = 0; i < 8; i++)
+        g[24 + i] = (unsigned char)(sum >> (8 * i));
+    return write_all(1, g, sizeof g) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 5 && strcmp(argv[1], "status") == 0)
+        return cmd_status(atoi(argv[2]), strtoull(argv[3], NULL, 10), argv[4]);
+    if (argc >= 4 && strcmp(argv[1], "flood") == 0)
+        return cmd_flood(atoi(argv[2]), atof(argv[3]));
+    if (argc >= 5 && strcmp(argv[1], "greet") == 0)
+        return cmd_greet(atoi(argv[2]), atoi(argv[3]), argv[4]);
     if (argc >= 5 && strcmp(argv[1], "crowd") == 0)
         return cmd_crowd(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5 ? argv[5] : NULL);
     if (argc >= 3 && strcmp(argv[1], "nonblock") == 0)
