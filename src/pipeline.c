@@ -719,6 +719,12 @@ static void kick_threads(struct pipeline *p)
 static void interrupt(struct pipeline *p, const siginfo_t *si)
 {
     int sig = si->si_signo;
+    /* the stop first: a child that dies of the signal must not be the
+     * error reported (the first error wins) */
+    struct weir_error e;
+    error_set(&e, WEIR_EXIT_SIGNAL + sig, "interrupted by %s",
+              sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+    pipeline_fail(p, &e);
     bool to_group = si->si_code != SI_USER && si->si_code != SI_QUEUE;
     struct child *kids[WEIR_MAX_OUTPUTS + 1];
     int n = 0;
@@ -733,10 +739,6 @@ static void interrupt(struct pipeline *p, const siginfo_t *si)
         else
             child_signal(kids[i], sig);
     }
-    struct weir_error e;
-    error_set(&e, WEIR_EXIT_SIGNAL + sig, "interrupted by %s",
-              sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
-    pipeline_fail(p, &e);
 }
 
 struct status_state {
