@@ -15,7 +15,7 @@
 #define MAX_BLOCK (1ULL << 30)
 #define DEFAULT_BLOCK (1ULL << 20)
 #define DEFAULT_MEM (512ULL << 20)
-#define DEFAULT_READAHEAD (64ULL << 20)
+#define DEFAULT_READAHEAD (16ULL << 20)
 
 enum long_only {
     OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RAW,
@@ -69,7 +69,7 @@ void options_usage(FILE *out)
 "  -P PCT             start writing when the buffer is PCT% full\n"
 "  -p PCT             after the buffer filled, resume reading below PCT%\n"
 "  -r RATE, -R RATE   limit the read or write rate (bytes/s, k M G T P)\n"
-"  --readahead SIZE   read a regular file at most SIZE ahead (default 64M)\n"
+"  --readahead SIZE   read a regular file at most SIZE ahead (default 16M)\n"
 "  --stop-on-error, -e  the first failed output stops everything\n"
 "  --no-sync          do not flush file and device outputs to stable storage\n"
 "                     before reporting success (faster, not crash-safe)\n"
