@@ -1,0 +1,226 @@
+/* tls.c - see include/weir/tls.h. */
+#include "weir/tls.h"
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SUITE "TLS_AES_128_GCM_SHA256"
+#define EXPORT_LABEL "EXPORTER-weir-records-1"
+
+struct tls_context {
+    SSL_CTX *ctx;
+    const struct keyring *ring;   /* the receiver's keys */
+    const struct key *key;        /* the sender's key */
+    bool server;
+};
+
+struct tls_handshake {
+    SSL *ssl;
+    BIO *in, *out;                /* memory buffers: what arrived, what to send */
+    struct tls_context *c;
+    char identity[KEY_ID_MAX + 1];
+};
+
+/* The PSK as an SSL_SESSION, the way TLS 1.3 external PSKs are given to
+ * OpenSSL: the key, the suite (whose hash is SHA-256), and TLS 1.3. */
+static SSL_SESSION *psk_session(SSL *ssl, const struct key *k)
+{
+    static const unsigned char aes128gcm[2] = {0x13, 0x01};
+    const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, aes128gcm);
+    SSL_SESSION *s = SSL_SESSION_new();
+    if (!cipher || !s || !SSL_SESSION_set1_master_key(s, k->secret, KEY_BYTES) ||
+        !SSL_SESSION_set_cipher(s, cipher) ||
+        !SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION)) {
+        SSL_SESSION_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static int client_psk(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
+                      SSL_SESSION **sess)
+{
+    struct tls_handshake *h = SSL_get_app_data(ssl);
+    const struct key *k = h->c->key;
+    if (md && md != EVP_sha256()) {
+        *sess = NULL;   /* the server picked another hash: no PSK for it */
+        return 1;
+    }
+    *sess = psk_session(ssl, k);
+    if (!*sess)
+        return 0;
+    *id = (const unsigned char *)k->id;
+    *idlen = strlen(k->id);
+    snprintf(h->identity, sizeof h->identity, "%s", k->id);
+    return 1;
+}
+
+static int server_psk(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess)
+{
+    struct tls_handshake *h = SSL_get_app_data(ssl);
+    const struct key *k = keyfile_find(h->c->ring, (const char *)id, idlen);
+    *sess = NULL;
+    if (!k)
+        return 1;   /* an unknown identity: no PSK, and so no handshake */
+    snprintf(h->identity, sizeof h->identity, "%s", k->id);
+    *sess = psk_session(ssl, k);
+    return *sess ? 1 : 0;
+}
+
+int tls_context_new(struct tls_context **out, const struct keyring *ring, const struct key *key,
+                    bool server, struct weir_error *err)
+{
+    struct tls_context *c = OPENSSL_zalloc(sizeof *c);
+    SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+    if (!c || !ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+        !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
+        !SSL_CTX_set_ciphersuites(ctx, SUITE) || !SSL_CTX_set_num_tickets(ctx, 0)) {
+        SSL_CTX_free(ctx);
+        OPENSSL_free(c);
+        return error_set(err, WEIR_EXIT_INTERNAL, "encryption: cannot set up TLS 1.3");
+    }
+    /* no session resumption, no early data, (EC)DHE always: psk_ke stays off */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_max_early_data(ctx, 0);
+    if (server)
+        SSL_CTX_set_psk_find_session_callback(ctx, server_psk);
+    else
+        SSL_CTX_set_psk_use_session_callback(ctx, client_psk);
+    c->ctx = ctx;
+    c->ring = ring;
+    c->key = key;
+    c->server = server;
+    *out = c;
+    return 0;
+}
+
+void tls_context_free(struct tls_context *c)
+{
+    if (!c)
+        return;
+    SSL_CTX_free(c->ctx);
+    OPENSSL_free(c);
+}
+
+int tls_handshake_new(struct tls_handshake **out, struct tls_context *c,
+                      struct weir_error *err)
+{
+    struct tls_handshake *h = OPENSSL_zalloc(sizeof *h);
+    SSL *ssl = SSL_new(c->ctx);
+    BIO *in = BIO_new(BIO_s_mem()), *outb = BIO_new(BIO_s_mem());
+    if (!h || !ssl || !in || !outb) {
+        SSL_free(ssl);
+        BIO_free(in);
+        BIO_free(outb);
+        OPENSSL_free(h);
+        return error_set(err, WEIR_EXIT_INTERNAL, "encryption: out of memory");
+    }
+    SSL_set_bio(ssl, in, outb);
+    SSL_set_app_data(ssl, h);
+    if (c->server)
+        SSL_set_accept_state(ssl);
+    else
+        SSL_set_connect_state(ssl);
+    h->ssl = ssl;
+    h->in = in;
+    h->out = outb;
+    h->c = c;
+    *out = h;
+    return 0;
+}
+
+void tls_handshake_free(struct tls_handshake *h)
+{
+    if (!h)
+        return;
+    SSL_free(h->ssl);   /* frees both BIOs */
+    OPENSSL_free(h);
+}
+
+/* Why a handshake failed, in words a user can act on. */
+static int failed(struct tls_handshake *h, struct weir_error *err)
+{
+    unsigned long e = ERR_peek_last_error();
+    int reason = ERR_GET_REASON(e);
+    const char *why = ERR_reason_error_string(e);
+    ERR_clear_error();
+    if (h->c->server && !h->identity[0])
+        return error_set(err, WEIR_EXIT_NETWORK, "the sender's key is not in the key file");
+    if (reason == SSL_R_BINDER_DOES_NOT_VERIFY || reason == SSL_R_TLSV1_ALERT_DECRYPT_ERROR ||
+        reason == SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC ||
+        reason == SSL_R_TLSV1_ALERT_DECRYPTION_FAILED ||
+        reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE || reason == SSL_R_NO_SHARED_CIPHER)
+        return error_set(err, WEIR_EXIT_NETWORK, "the keys do not match (identity '%s'; a "
+                         "wrong key, or one the other end does not have)",
+                         h->identity[0] ? h->identity : "?");
+    return error_set(err, WEIR_EXIT_NETWORK, "encrypted handshake failed: %s",
+                     why ? why : "unknown reason");
+}
+
+int tls_step(struct tls_handshake *h, const unsigned char *in, size_t n, unsigned char *out,
+             size_t *outlen, struct weir_error *err)
+{
+    if (n > 0 && BIO_write(h->in, in, (int)n) != (int)n)
+        return error_set(err, WEIR_EXIT_INTERNAL, "encryption: out of memory"), TLS_FAILED;
+    int r = SSL_do_handshake(h->ssl);
+    int rc = r == 1 ? TLS_DONE : TLS_WANT;
+    if (r != 1) {
+        int e = SSL_get_error(h->ssl, r);
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+            rc = TLS_FAILED;
+    }
+    /* what to send, even after a failure: it may be an alert saying why */
+    size_t cap = *outlen, got = 0;
+    while (BIO_pending(h->out) > 0 && got < cap) {
+        int k = BIO_read(h->out, out + got, (int)(cap - got));
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    *outlen = got;
+    if (rc == TLS_FAILED)
+        return failed(h, err), TLS_FAILED;
+    if (BIO_pending(h->out) > 0)
+        return error_set(err, WEIR_EXIT_INTERNAL, "encryption: a handshake message too long"),
+               TLS_FAILED;
+    return rc;
+}
+
+size_t tls_leftover(struct tls_handshake *h, unsigned char *buf, size_t cap)
+{
+    size_t got = 0;
+    while (BIO_pending(h->in) > 0 && got < cap) {
+        int k = BIO_read(h->in, buf + got, (int)(cap - got));
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+const char *tls_identity(const struct tls_handshake *h)
+{
+    return h->identity;
+}
+
+int tls_export(struct tls_handshake *h, struct seal_session *s, bool server,
+               struct weir_error *err)
+{
+    unsigned char k[2 * (SEAL_KEY_BYTES + SEAL_IV_BYTES)];
+    (void)server;   /* both ends compute the same bytes: the client's half is to_receiver */
+    if (SSL_export_keying_material(h->ssl, k, sizeof k, EXPORT_LABEL, strlen(EXPORT_LABEL),
+                                   NULL, 0, 0) != 1) {
+        ERR_clear_error();
+        return error_set(err, WEIR_EXIT_INTERNAL, "encryption: no keys from the handshake");
+    }
+    memcpy(s->to_receiver.base, k, SEAL_KEY_BYTES);
+    memcpy(s->to_receiver.iv, k + SEAL_KEY_BYTES, SEAL_IV_BYTES);
+    memcpy(s->to_sender.base, k + SEAL_KEY_BYTES + SEAL_IV_BYTES, SEAL_KEY_BYTES);
+    memcpy(s->to_sender.iv, k + 2 * SEAL_KEY_BYTES + SEAL_IV_BYTES, SEAL_IV_BYTES);
+    OPENSSL_cleanse(k, sizeof k);
+    return 0;
+}
