@@ -2,13 +2,18 @@
 #include "weir/listener.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "weir/sync.h"
+
+#define PENDING_BUF 2048   /* a greeting and a header, or the first sealed record */
+#define FIRST_RECORD_MAX 512   /* the sealed header record, with room to spare */
 
 /* A connection that has not proven itself yet. */
 struct pending {
@@ -17,8 +22,16 @@ struct pending {
     struct sockaddr_storage addr;
     double since;              /* when it was accepted: the oldest goes first */
     double deadline;           /* when it is dropped for saying too little */
-    unsigned char buf[CODEC_GREETING_SIZE + CODEC_HEADER_SIZE];
+    enum {
+        AWAIT_GREETING,        /* the sender's 'G' */
+        AWAIT_HEADER,          /* then, without a key, the stream header */
+        IN_HANDSHAKE,          /* or, with one, the TLS handshake */
+        AWAIT_RECORD,          /* and the header in the first sealed record */
+    } state;
+    unsigned char buf[PENDING_BUF];
     size_t have;
+    struct tls_handshake *tls;
+    struct seal_session keys;
 };
 
 struct admission {
@@ -68,8 +81,12 @@ static void drop(struct admission *a, struct pending *c, const char *fmt, const 
 {
     if (fmt) {
         refusal(a, fmt, c->peer, why);
-        tell(a, c->fd, why);
+        if (c->state < IN_HANDSHAKE)   /* a peer in TLS would not read it */
+            tell(a, c->fd, why);
     }
+    tls_handshake_free(c->tls);
+    c->tls = NULL;
+    OPENSSL_cleanse(&c->keys, sizeof c->keys);
     close(c->fd);
     c->fd = -1;
     a->count--;
@@ -184,7 +201,8 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
             continue;
         }
         unsigned char greeting[CODEC_GREETING_SIZE];
-        codec_greeting(greeting, CODEC_ROLE_RECEIVER, CODEC_FEATURES);
+        codec_greeting(greeting, CODEC_ROLE_RECEIVER,
+                       CODEC_FEATURES | (a->cfg->tls ? CODEC_FEATURE_KEY : 0));
         if (tcp_tune(fd, a->cfg->io_timeout) != 0 ||
             (!a->cfg->raw &&
              send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) !=
@@ -218,10 +236,102 @@ static void describe_start(const unsigned char *b, size_t n, char *out, size_t l
     out[j] = '\0';
 }
 
+/* The sender's greeting says whether it has a key; both ends must agree. */
+static int judge_keys(struct admission *a, struct pending *c, const struct codec_record *r,
+                      struct weir_error *err)
+{
+    bool theirs = r->features & CODEC_FEATURE_KEY;
+    if (a->cfg->tls && !theirs) {
+        drop(a, c, "refused connection from %s: %s", "a sender without a key: this receiver "
+             "takes only encrypted connections (give the sender --key-file)");
+        return -1;
+    }
+    if (!a->cfg->tls && theirs) {
+        drop(a, c, "refused connection from %s: %s", "a sender with a key: this receiver has "
+             "none (give it --key-file)");
+        return -1;
+    }
+    if (!a->cfg->tls) {
+        c->state = AWAIT_HEADER;
+        return 0;
+    }
+    if (tls_handshake_new(&c->tls, a->cfg->tls, err)) {
+        drop(a, c, "dropped connection from %s: %s", err->msg);
+        return -1;
+    }
+    c->state = IN_HANDSHAKE;
+    return 0;
+}
+
+static int judge_record(struct admission *a, struct pending *c);
+
+/* Advance a connection's handshake with what arrived; what it must send
+ * goes out at once (a fresh socket has room for it). */
+static int handshake(struct admission *a, struct pending *c, const unsigned char *in, size_t n)
+{
+    unsigned char out[8192];
+    size_t outlen = sizeof out;
+    struct weir_error err;
+    int st = tls_step(c->tls, in, n, out, &outlen, &err);
+    if (outlen > 0 && send(c->fd, out, outlen, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)outlen &&
+        st != TLS_FAILED) {
+        drop(a, c, "dropped connection from %s: %s", "it does not read its handshake");
+        return -1;
+    }
+    if (st == TLS_FAILED) {
+        drop(a, c, "refused connection from %s: %s", err.msg);
+        return -1;
+    }
+    if (st == TLS_WANT)
+        return 0;
+    c->keys.epoch_records = a->cfg->epoch_records;
+    if (tls_export(c->tls, &c->keys, true, &err)) {
+        drop(a, c, "dropped connection from %s: %s", err.msg);
+        return -1;
+    }
+    c->have = tls_leftover(c->tls, c->buf, sizeof c->buf);
+    c->state = AWAIT_RECORD;
+    return judge_record(a, c);
+}
+
+/* The first sealed record must open and hold the stream header. */
+static int judge_record(struct admission *a, struct pending *c)
+{
+    if (c->have < SEAL_HEADER)
+        return 0;
+    long body = seal_body_length(c->buf);
+    if (body < 0 || body > FIRST_RECORD_MAX) {
+        drop(a, c, "refused connection from %s: %s", "its first encrypted record is malformed");
+        return -1;
+    }
+    size_t len = SEAL_HEADER + (size_t)body;
+    if (c->have < len)
+        return 0;
+    struct sealer rx;
+    struct weir_error err;
+    unsigned char plain[FIRST_RECORD_MAX];
+    size_t plen = 0;
+    unsigned flags;
+    int ok = sealer_init(&rx, &c->keys.to_receiver, c->keys.epoch_records, &err) == 0 &&
+             open_record(&rx, 0, c->buf, len, plain, &plen, &flags) == 0;
+    sealer_free(&rx);
+    struct codec_record r;
+    char why[96];
+    if (!ok || plen != CODEC_HEADER_SIZE ||
+        codec_parse_record(plain, plen, &r, why, sizeof why) || r.type != 'H') {
+        drop(a, c, "refused connection from %s: %s", ok ? "no weir stream header in its first "
+             "encrypted record" : "its first encrypted record does not open");
+        return -1;
+    }
+    return 1;
+}
+
 /* Judge what a weir peer has sent so far.  1: admitted; 0: keep waiting;
  * -1: refused (logged and dropped). */
 static int judge_weir(struct admission *a, struct pending *c)
 {
+    if (c->state == AWAIT_RECORD)
+        return judge_record(a, c);
     char why[160], start[32];
     size_t n = c->have;
     if (n >= 4 && codec_get32(c->buf) != CODEC_WEIR_MAGIC) {
@@ -250,7 +360,20 @@ static int judge_weir(struct admission *a, struct pending *c)
         drop(a, c, "refused connection from %s: %s", why);
         return -1;
     }
-    if (n < sizeof c->buf)
+    if (c->state == AWAIT_GREETING) {
+        struct weir_error err;
+        if (judge_keys(a, c, &r, &err))
+            return -1;
+        if (c->state == IN_HANDSHAKE) {
+            /* what came after the greeting is the handshake's */
+            size_t rest = n - CODEC_GREETING_SIZE;
+            unsigned char first[PENDING_BUF];
+            memcpy(first, c->buf + CODEC_GREETING_SIZE, rest);
+            c->have = 0;
+            return handshake(a, c, first, rest);
+        }
+    }
+    if (n < CODEC_GREETING_SIZE + CODEC_HEADER_SIZE)
         return 0;
     if (codec_parse_record(c->buf + CODEC_GREETING_SIZE, CODEC_HEADER_SIZE, &r, why,
                            sizeof why) || r.type != 'H') {
@@ -279,7 +402,26 @@ static int hear(struct admission *a, struct pending *c)
              r == 0 ? "it closed without sending anything" : strerror(errno));
         return -1;
     }
-    ssize_t r = recv(c->fd, c->buf + c->have, sizeof c->buf - c->have, 0);
+    if (c->state == IN_HANDSHAKE) {
+        unsigned char in[16384];
+        ssize_t r = recv(c->fd, in, sizeof in, 0);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR))
+            return 0;
+        if (r <= 0) {
+            drop(a, c, "dropped connection from %s: %s", "it closed during the handshake");
+            return -1;
+        }
+        return handshake(a, c, in, (size_t)r);
+    }
+    /* only what this step needs: the rest stays in the socket */
+    size_t want = c->state == AWAIT_RECORD ? sizeof c->buf
+                  : c->state == AWAIT_HEADER ? CODEC_GREETING_SIZE + CODEC_HEADER_SIZE
+                                             : CODEC_GREETING_SIZE;
+    if (c->have >= want) {
+        drop(a, c, "refused connection from %s: %s", "it sent too much before proving itself");
+        return -1;
+    }
+    ssize_t r = recv(c->fd, c->buf + c->have, want - c->have, 0);
     if (r < 0 && (errno == EAGAIN || errno == EINTR))
         return 0;
     if (r < 0 && errno == ECONNRESET)
@@ -294,17 +436,46 @@ static int hear(struct admission *a, struct pending *c)
     return judge_weir(a, c);
 }
 
-static void admit(struct admission *a, struct pending *c, struct transport *t,
-                  unsigned char *ahead, size_t *nahead)
+/* The connection that proved itself becomes the input: 0, or -1 when it
+ * could not be set up (it is dropped, and the listener goes on). */
+static int admit(struct admission *a, struct pending *c, struct transport *t,
+                 unsigned char *ahead, size_t *nahead)
 {
     char name[100];
     snprintf(name, sizeof name, "input %s", c->peer);
     transport_tcp(t, c->fd, name);
     *nahead = 0;
-    if (!a->cfg->raw) {
+    if (c->state == AWAIT_RECORD) {
+        /* the header was opened to judge it; the stream decoder reads it
+         * again from ahead, and the records after it from the transport */
+        struct sealer rx;
+        struct weir_error err;
+        size_t len = SEAL_HEADER + (size_t)seal_body_length(c->buf), plen = 0;
+        unsigned flags;
+        int rc = sealer_init(&rx, &c->keys.to_receiver, c->keys.epoch_records, &err) == 0 &&
+                         open_record(&rx, 0, c->buf, len, ahead, &plen, &flags) == 0
+                     ? transport_sealed(t, &c->keys, false, 1, c->buf + len, c->have - len,
+                                        &err)
+                     : error_set(&err, WEIR_EXIT_INTERNAL, "cannot set up encryption");
+        sealer_free(&rx);
+        if (rc) {
+            transport_none(t);
+            drop(a, c, "dropped connection from %s: %s", err.msg);
+            return -1;
+        }
+        *nahead = plen;
+        log_msg(a->log, LOG_INFO, "connection from %s, with the key '%s'", c->peer,
+                tls_identity(c->tls));
+    } else if (!a->cfg->raw) {
         *nahead = c->have - CODEC_GREETING_SIZE;
         memcpy(ahead, c->buf + CODEC_GREETING_SIZE, *nahead);
+        log_msg(a->log, LOG_INFO, "connection from %s", c->peer);
+    } else {
+        log_msg(a->log, LOG_INFO, "connection from %s", c->peer);
     }
+    tls_handshake_free(c->tls);
+    c->tls = NULL;
+    OPENSSL_cleanse(&c->keys, sizeof c->keys);
     c->fd = -1;
     a->count--;
     for (int i = 0; i < LISTENER_PENDING; i++)
@@ -312,7 +483,7 @@ static void admit(struct admission *a, struct pending *c, struct transport *t,
             drop(a, &a->conn[i], "dropped connection from %s: %s",
                  "another sender was admitted first");
     tcp_listener_close(a->l);
-    log_msg(a->log, LOG_INFO, "connection from %s", c->peer);
+    return 0;
 }
 
 /* Drop connections whose time is up; the earliest remaining deadline. */
@@ -350,9 +521,15 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
                    struct weir_log *log, struct transport *t, unsigned char *ahead,
                    size_t *nahead, struct weir_error *err)
 {
-    struct admission a = {.l = l, .cfg = cfg, .log = log};
+    /* large (a buffer per waiting connection): on the heap */
+    struct admission *a = calloc(1, sizeof *a);
+    if (!a)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "listen %s", l->addr);
+    a->l = l;
+    a->cfg = cfg;
+    a->log = log;
     for (int i = 0; i < LISTENER_PENDING; i++)
-        a.conn[i].fd = -1;
+        a->conn[i].fd = -1;
     double give_up = cfg->accept_timeout > 0 ? clock_now() + cfg->accept_timeout : 0;
     int rc = -1;
     for (;;) {
@@ -367,15 +544,15 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
                       cfg->accept_timeout);
             break;
         }
-        double next = expire(&a, now);
+        double next = expire(a, now);
         struct pollfd pfd[1 + LISTENER_PENDING];
         struct pending *who[1 + LISTENER_PENDING];
         int n = 0;
         pfd[n++] = (struct pollfd){.fd = l->fd, .events = POLLIN};
         for (int i = 0; i < LISTENER_PENDING; i++)
-            if (a.conn[i].fd >= 0) {
-                who[n] = &a.conn[i];
-                pfd[n++] = (struct pollfd){.fd = a.conn[i].fd, .events = POLLIN};
+            if (a->conn[i].fd >= 0) {
+                who[n] = &a->conn[i];
+                pfd[n++] = (struct pollfd){.fd = a->conn[i].fd, .events = POLLIN};
             }
         int r = poll(pfd, (nfds_t)n, wait_ms(now, next, give_up));
         if (r < 0 && errno != EINTR) {
@@ -386,23 +563,24 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
             continue;
         struct pending *won = NULL;
         for (int i = 1; i < n && !won; i++)
-            if (pfd[i].revents && who[i]->fd >= 0 && hear(&a, who[i]) == 1)
+            if (pfd[i].revents && who[i]->fd >= 0 && hear(a, who[i]) == 1)
                 won = who[i];
-        if (won) {
-            admit(&a, won, t, ahead, nahead);
+        if (won && admit(a, won, t, ahead, nahead) == 0) {
+            free(a);
             return 0;
         }
         if (pfd[0].revents) {
-            if (accept_some(&a, &won, err))
+            if (accept_some(a, &won, err))
                 break;
-            if (won) {
-                admit(&a, won, t, ahead, nahead);
+            if (won && admit(a, won, t, ahead, nahead) == 0) {
+                free(a);
                 return 0;
             }
         }
     }
     for (int i = 0; i < LISTENER_PENDING; i++)
-        if (a.conn[i].fd >= 0)
-            drop(&a, &a.conn[i], NULL, NULL);
+        if (a->conn[i].fd >= 0)
+            drop(a, &a->conn[i], NULL, NULL);
+    free(a);
     return rc;
 }

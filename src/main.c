@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "weir/error.h"
+#include "weir/keyfile.h"
 #include "weir/log.h"
 #include "weir/options.h"
 #include "weir/report.h"
@@ -64,11 +65,36 @@ static void draw_status(void *ctx, const struct stats_snapshot *prev,
         log_status(log, line);
 }
 
+/* --genkey FILE: a new key named --key-id or after this host. */
+static int genkey(const struct weir_options *opts)
+{
+    char host[256] = "";
+    const char *id = opts->key_id;
+    if (!id) {
+        if (gethostname(host, sizeof host - 1) != 0 || !host[0])
+            snprintf(host, sizeof host, "weir");
+        id = host;
+    }
+    struct weir_error err;
+    if (keyfile_generate(opts->genkey, id, &err)) {
+        fprintf(stderr, "weir: %s\n", err.msg);
+        return err.status;
+    }
+    if (!opts->quiet)
+        fprintf(stderr, "weir: wrote the key '%s' to %s (mode 0600): copy it to the other "
+                "host the same way\n", id, opts->genkey);
+    return WEIR_EXIT_OK;
+}
+
 static int run(const struct weir_options *opts, struct weir_log *log)
 {
     struct weir_config cfg;
     struct weir_error err;
     options_to_config(opts, &cfg);
+    /* test-only: change keys every few records, so that tests cross epochs */
+    const char *epochs = getenv("WEIR_TEST_EPOCH_RECORDS");
+    if (epochs)
+        cfg.epoch_records = strtoull(epochs, NULL, 10);
     if (weir_signals_block(&err)) {
         log_msg(log, LOG_ERROR, "%s", err.msg);
         return err.status;
@@ -121,6 +147,8 @@ int main(int argc, char **argv)
         printf("weir %s\n", WEIR_VERSION);
         return fflush(stdout) == 0 ? WEIR_EXIT_OK : WEIR_EXIT_OUTPUT;
     }
+    if (opts.genkey)
+        return genkey(&opts);
     struct weir_log log;
     log_init(&log, opts.quiet, opts.verbosity);
     if (opts.log_path && log_open_file(&log, opts.log_path)) {

@@ -20,6 +20,7 @@
 enum long_only {
     OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RAW,
     OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE, OPT_READAHEAD, OPT_NO_SYNC,
+    OPT_GENKEY, OPT_KEY_ID, OPT_KEY_FILE,
 };
 
 static const struct option long_opts[] = {
@@ -34,6 +35,9 @@ static const struct option long_opts[] = {
     {"readahead", required_argument, NULL, OPT_READAHEAD},
     {"stop-on-error", no_argument, NULL, OPT_STOP_ON_ERROR},
     {"no-sync", no_argument, NULL, OPT_NO_SYNC},
+    {"genkey", required_argument, NULL, OPT_GENKEY},
+    {"key-id", required_argument, NULL, OPT_KEY_ID},
+    {"key-file", required_argument, NULL, OPT_KEY_FILE},
     {"compress", optional_argument, NULL, 'z'},
     {"decompress", no_argument, NULL, 'd'},
     {"threads", required_argument, NULL, 'T'},
@@ -73,6 +77,13 @@ void options_usage(FILE *out)
 "  --stop-on-error, -e  the first failed output stops everything\n"
 "  --no-sync          do not flush file and device outputs to stable storage\n"
 "                     before reporting success (faster, not crash-safe)\n"
+"\n"
+"keys (authenticated, encrypted connections between two weirs):\n"
+"  --genkey FILE      write a new key file (mode 0600) and exit\n"
+"  --key-id NAME      the key's name for --genkey (default: the host name), or\n"
+"                     which key of the file a sender uses (default: the first)\n"
+"  --key-file FILE    -I admits only senders with a key of FILE; -O sends only\n"
+"                     to a receiver that has the key; both encrypt\n"
 "\n"
 "compression and the weir stream:\n"
 "  -z, --compress[=LEVEL]  LZ4-compress what is sent (LEVEL > 2 uses LZ4HC)\n"
@@ -320,6 +331,15 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
                    "--raw to compress what a plain sender sends");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
+    if (o->key_id && !o->key_file && !o->genkey)
+        return bad(err, "--key-id needs --key-file or --genkey");
+    if (o->genkey && (o->key_file || o->listen || o->noutputs || o->input_path || o->command))
+        return bad(err, "--genkey only writes a key file: give it alone (with --key-id)");
+    if (o->key_file && !o->listen && !any_tcp)
+        return bad(err, "--key-file needs -I or -O: keys protect connections");
+    if (o->key_file && o->raw)
+        return bad(err, "--key-file and --raw contradict each other: plain bytes cannot be "
+                   "authenticated");
     if (o->command && o->command_consumes) {
         if (stdouts > 0)
             return bad(err, "-o - and the consumer after -- both write to standard output");
@@ -430,6 +450,9 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case OPT_TIMEOUT: return parse_secs("--timeout", arg, &o->io_timeout, err);
     case OPT_RAW: o->raw = true; return 0;
     case OPT_NO_SYNC: o->no_sync = true; return 0;
+    case OPT_GENKEY: o->genkey = arg; return 0;
+    case OPT_KEY_ID: o->key_id = arg; return 0;
+    case OPT_KEY_FILE: o->key_file = arg; return 0;
     case OPT_SIZE:
         if (options_parse_size(arg, &o->expect_size) || o->expect_size == 0)
             return bad(err, "--size: '%s' is not a valid size", arg);
@@ -559,4 +582,6 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->stdin_closed = o->stdin_closed;
     c->stdout_closed = o->stdout_closed;
     c->log_path = o->log_path;
+    c->key_file = o->key_file;
+    c->key_id = o->key_id;
 }

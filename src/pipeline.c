@@ -486,10 +486,29 @@ void weir_config_defaults(struct weir_config *c)
     c->tcp.io_timeout = 600;
 }
 
+/* --key-file: the keys, and the handshakes' contexts for each side. */
+static int load_keys(struct pipeline *p, struct weir_error *err)
+{
+    const struct weir_config *c = p->cfg;
+    if (!c->key_file)
+        return 0;
+    if (keyfile_load(&p->keys, c->key_file, c->key_id, &p->key, err))
+        return -1;
+    p->keyed = true;
+    bool any_tcp = false;
+    for (int i = 0; i < c->noutputs; i++)
+        any_tcp |= c->outputs[i].kind == WEIR_OUT_TCP;
+    if (any_tcp && tls_context_new(&p->tls_client, &p->keys, p->key, false, err))
+        return -1;
+    if (c->input == WEIR_IN_LISTEN && tls_context_new(&p->tls_server, &p->keys, NULL, true, err))
+        return -1;
+    return 0;
+}
+
 static int create(struct pipeline *p, struct weir_error *err)
 {
     const struct weir_config *c = p->cfg;
-    if (plan_buffer(p, err))
+    if (load_keys(p, err) || plan_buffer(p, err))
         return -1;
     static const struct weir_output stdout_spec = {.kind = WEIR_OUT_STDOUT};
     p->nout = c->noutputs ? c->noutputs : 1;
@@ -613,6 +632,10 @@ void weir_destroy(struct weir_engine *e)
             child_release(&p->out[i].child);
     }
     ring_destroy(&p->ring);
+    tls_context_free(p->tls_client);
+    tls_context_free(p->tls_server);
+    if (p->keyed)
+        keyfile_free(&p->keys);
     free(p->jobs);
     free(p->workers);
     free(p);

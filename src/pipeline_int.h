@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "weir/child.h"
+#include "weir/keyfile.h"
+#include "weir/tls.h"
 #include "weir/codec.h"
 #include "weir/error.h"
 #include "weir/listener.h"
@@ -132,6 +134,13 @@ struct pipeline {
 
     struct output out[WEIR_MAX_OUTPUTS];
     int nout;
+
+    /* --key-file: read-only once created */
+    bool keyed;
+    struct keyring keys;
+    const struct key *key;            /* the sender's */
+    struct tls_context *tls_client;   /* for -O */
+    struct tls_context *tls_server;   /* for -I */
 };
 
 /* pipeline.c: shared operations */

@@ -422,7 +422,8 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
     const struct tcp_settings *s = &p->cfg->tcp;
     struct listener_config cfg = {.raw = s->raw, .accept_timeout = s->accept_timeout,
                                   .io_timeout = s->io_timeout,
-                                  .handshake_timeout = LISTENER_HANDSHAKE_SECS};
+                                  .handshake_timeout = LISTENER_HANDSHAKE_SECS,
+                                  .tls = p->tls_server, .epoch_records = p->cfg->epoch_records};
     if (s->io_timeout > 0 && s->io_timeout < cfg.handshake_timeout)
         cfg.handshake_timeout = s->io_timeout;
     struct transport t;

@@ -109,7 +109,7 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
             return error_set(err, WEIR_EXIT_NETWORK, "%s: the receiver speaks weir protocol "
                              "%u to %u, this weir %u to %u: upgrade the older one", name,
                              r.oldest, r.version, CODEC_PROTOCOL_OLDEST, CODEC_PROTOCOL);
-        s->peer_features = r.features & CODEC_FEATURES;
+        s->peer_features = r.features & CODEC_FEATURES_KNOWN;
         return 0;
     }
     if (errno == ECANCELED && atomic_load(stop))
@@ -137,7 +137,7 @@ int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
 {
     unsigned char hello[CODEC_GREETING_SIZE + CODEC_HEADER_SIZE];
     size_t n = 0;
-    if (s->greet)
+    if (s->greet && !s->greeted)
         n += codec_greeting(hello, CODEC_ROLE_SENDER, CODEC_FEATURES);
     if (s->frame) {
         codec_header(hello + n, s->block_max, 0);
@@ -228,6 +228,22 @@ bool session_abort(struct session_out *s, int code, const char *msg, const void 
     return s->t->ops->half_close(s->t, &ignored) == 0;
 }
 
+int session_greet_keyed(struct session_out *s, int timeout_ms, atomic_bool *stop,
+                        struct weir_error *err)
+{
+    unsigned char g[CODEC_GREETING_SIZE];
+    codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURE_KEY);
+    s->greeted = true;
+    if (transport_write_all(s->t, g, sizeof g, timeout_ms, stop)) {
+        int e = errno;
+        if (e != ECANCELED)
+            error_sys(err, s->t->status, e, "%s: write", s->t->name);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
 uint64_t session_framed_bytes(const struct session_out *s)
 {
     return s->total;
@@ -269,7 +285,9 @@ void session_keepalive(struct session_in *s, uint64_t written, enum session_phas
     s->next_keepalive = now + CODEC_KEEPALIVE_SECS;
     if (!flush_pending(s))
         return;   /* the last one is still on its way */
-    s->len = codec_keepalive(s->out, written, phase);
+    unsigned char k[CODEC_KEEPALIVE_SIZE];
+    size_t n = codec_keepalive(k, written, phase);
+    s->len = s->t->sealed ? transport_seal(s->t, k, n, s->out) : (memcpy(s->out, k, n), n);
     flush_pending(s);
 }
 
@@ -281,9 +299,17 @@ int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chai
     unsigned char rec[CODEC_RECORD_MAX];
     size_t n = codec_status(rec, code, bytes, chain, msg);
     atomic_bool never = false;
-    /* first the rest of a keepalive that was under way */
-    if (transport_write_all(s->t, s->out, s->len, 10000, &never) != 0 ||
-        transport_write_all(s->t, rec, n, 10000, &never) != 0)
+    /* first the rest of a keepalive that was under way (sealed already) */
+    for (size_t off = 0; off < s->len;) {
+        struct iovec iov = {s->out + off, s->len - off};
+        ssize_t w = io_writev(s->t->fd, &iov, 1, 10000, &never);
+        if (w < 0)
+            return -1;
+        off += (size_t)w;
+    }
+    if (s->t->sealed)
+        transport_sealed_last(s->t);   /* the answer ends this direction */
+    if (transport_write_all(s->t, rec, n, 10000, &never) != 0)
         return -1;
     s->len = 0;
     if (shutdown(s->t->fd, SHUT_WR) != 0)

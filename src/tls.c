@@ -22,6 +22,7 @@ struct tls_handshake {
     BIO *in, *out;                /* memory buffers: what arrived, what to send */
     struct tls_context *c;
     char identity[KEY_ID_MAX + 1];
+    bool unknown;                 /* the server did not know the identity */
 };
 
 /* The PSK as an SSL_SESSION, the way TLS 1.3 external PSKs are given to
@@ -63,8 +64,16 @@ static int server_psk(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSI
     struct tls_handshake *h = SSL_get_app_data(ssl);
     const struct key *k = keyfile_find(h->c->ring, (const char *)id, idlen);
     *sess = NULL;
-    if (!k)
-        return 1;   /* an unknown identity: no PSK, and so no handshake */
+    if (!k) {
+        /* an unknown identity: no PSK, and so no handshake; it is public,
+         * and says who was refused (only what an identity may contain) */
+        h->unknown = true;
+        size_t n = 0;
+        for (size_t i = 0; i < idlen && n < KEY_ID_MAX; i++)
+            h->identity[n++] = keyfile_valid_id((const char *)id + i, 1) ? (char)id[i] : '?';
+        h->identity[n] = '\0';
+        return 1;
+    }
     snprintf(h->identity, sizeof h->identity, "%s", k->id);
     *sess = psk_session(ssl, k);
     return *sess ? 1 : 0;
@@ -148,8 +157,9 @@ static int failed(struct tls_handshake *h, struct weir_error *err)
     int reason = ERR_GET_REASON(e);
     const char *why = ERR_reason_error_string(e);
     ERR_clear_error();
-    if (h->c->server && !h->identity[0])
-        return error_set(err, WEIR_EXIT_NETWORK, "the sender's key is not in the key file");
+    if (h->c->server && (h->unknown || !h->identity[0]))
+        return error_set(err, WEIR_EXIT_NETWORK, "the sender's key '%s' is not in the key file",
+                         h->identity[0] ? h->identity : "?");
     if (reason == SSL_R_BINDER_DOES_NOT_VERIFY || reason == SSL_R_TLSV1_ALERT_DECRYPT_ERROR ||
         reason == SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC ||
         reason == SSL_R_TLSV1_ALERT_DECRYPTION_FAILED ||

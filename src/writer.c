@@ -20,6 +20,8 @@
  * Every step returns a weir_step (error.h).
  */
 #include <errno.h>
+#include <openssl/crypto.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -79,7 +81,10 @@ static int writer_loop(struct output *o, struct weir_error *e)
             sync_lock(&p->lock);
             if (ring_last_locked(&p->ring, &o->cur, n))
                 o->ended = true;
+            bool last = o->ended;
             sync_unlock(&p->lock);
+            if (last && o->t.sealed)
+                transport_sealed_last(&o->t);
         }
         ssize_t w;
         if (o->session.frame) {
@@ -282,6 +287,86 @@ static int raw_confirm(struct output *o, struct weir_error *e)
     }
 }
 
+/* Whether the two ends agree on encryption: a sender with a key never
+ * sends in clear, and one without cannot talk to a receiver that has one. */
+static int check_keys(struct output *o, struct weir_error *e)
+{
+    bool theirs = o->session.peer_features & CODEC_FEATURE_KEY;
+    if (o->p->keyed && !theirs)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver has no key: refusing to send "
+                         "in clear (give it --key-file as well)", o->t.name), STEP_FAIL;
+    if (!o->p->keyed && theirs)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver takes only encrypted "
+                         "connections: give this weir its key (--key-file)", o->t.name),
+               STEP_FAIL;
+    return STEP_OK;
+}
+
+/* The sender's half of the TLS handshake, by a deadline; then the
+ * connection carries sealed records. */
+static int client_handshake(struct output *o, double limit, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    struct tls_handshake *h;
+    if (tls_handshake_new(&h, p->tls_client, e))
+        return STEP_FAIL;
+    static const size_t cap = 16384;
+    unsigned char *in = malloc(cap), *out = malloc(cap);
+    double deadline = clock_now() + limit;
+    int rc = in && out ? STEP_OK : STEP_FAIL;
+    if (rc != STEP_OK)
+        error_set(e, WEIR_EXIT_INTERNAL, "%s: out of memory", o->t.name);
+    size_t n = 0;
+    for (int st = TLS_WANT; rc == STEP_OK;) {
+        size_t outlen = cap;
+        st = tls_step(h, in, n, out, &outlen, e);
+        if (outlen > 0 && transport_write_all(&o->t, out, outlen,
+                                              (int)((deadline - clock_now()) * 1000) + 1,
+                                              &o->halt))
+            rc = errno == ECANCELED ? STEP_STOP
+                 : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", o->t.name),
+                    STEP_FAIL);
+        if (rc != STEP_OK || st == TLS_DONE)
+            break;
+        if (st == TLS_FAILED) {
+            char why[WEIR_ERROR_MAX];
+            snprintf(why, sizeof why, "%s", e->msg);
+            error_set(e, WEIR_EXIT_NETWORK, "%s: %s", o->t.name, why);
+            rc = STEP_FAIL;
+            break;
+        }
+        double left = deadline - clock_now();
+        ssize_t r = left > 0 ? o->t.ops->read(&o->t, in, cap, (int)(left * 1000) + 1, &o->halt)
+                             : (errno = ETIMEDOUT, -1);
+        if (r > 0) {
+            n = (size_t)r;
+        } else if (r < 0 && errno == ECANCELED) {
+            rc = STEP_STOP;
+        } else {
+            rc = r == 0 || errno == ECONNRESET
+                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver closed the connection "
+                                 "during the handshake (does it have this key?)", o->t.name)
+                 : errno == ETIMEDOUT
+                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: no handshake within %g s",
+                                 o->t.name, limit)
+                     : error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", o->t.name);
+            rc = STEP_FAIL;
+        }
+    }
+    if (rc == STEP_OK) {
+        struct seal_session keys = {.epoch_records = p->cfg->epoch_records};
+        size_t left = tls_leftover(h, in, cap);
+        if (tls_export(h, &keys, false, e) ||
+            transport_sealed(&o->t, &keys, true, 0, in, left, e))
+            rc = STEP_FAIL;
+        OPENSSL_cleanse(&keys, sizeof keys);
+    }
+    tls_handshake_free(h);
+    free(in);
+    free(out);
+    return rc;
+}
+
 /* Connect (for -O), hear the receiver's greeting, begin the stream. */
 static int writer_open(struct output *o, struct weir_error *e)
 {
@@ -307,6 +392,14 @@ static int writer_open(struct output *o, struct weir_error *e)
             limit = c->tcp.io_timeout;
         if (session_read_greeting(&o->session, limit, &o->halt, e))
             return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+        int rc = check_keys(o, e);
+        if (rc == STEP_OK && p->keyed &&
+            session_greet_keyed(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
+            rc = errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+        if (rc == STEP_OK && p->keyed)
+            rc = client_handshake(o, limit, e);
+        if (rc != STEP_OK)
+            return rc;
         sync_lock(&p->lock);
         o->last_heard = clock_now();
         sync_unlock(&p->lock);
@@ -327,6 +420,8 @@ static int writer_end(struct output *o, struct weir_error *e)
         sync_lock(&p->lock);
         o->ended = true;   /* a success answer may come once the trailer is out */
         sync_unlock(&p->lock);
+        if (o->t.sealed)
+            transport_sealed_last(&o->t);
         if (session_trailer(&o->session, io_timeout_ms(p, &o->t), &o->halt))
             return write_error(o, e, "write");
     }

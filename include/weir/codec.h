@@ -57,7 +57,9 @@
 
 /* Greeting features: what an end can do.  Both ends use what both offer. */
 #define CODEC_FEATURE_KEEPALIVE 0x1u  /* the receiver sends 'K' while it works */
-#define CODEC_FEATURES CODEC_FEATURE_KEEPALIVE
+#define CODEC_FEATURE_KEY 0x2u        /* this end has a key and talks only encrypted */
+#define CODEC_FEATURES CODEC_FEATURE_KEEPALIVE   /* offered by every end */
+#define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY)
 #define CODEC_KEEPALIVE_SECS 0.5      /* how often a receiver sends 'K' */
 #define CODEC_SILENCE_MIN 2.0         /* a sender's --timeout for the answer, at least */
 

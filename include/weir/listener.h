@@ -11,6 +11,10 @@
  *     first that answers with a compatible greeting and a whole, valid
  *     stream header within the handshake time; plain bytes, an older weir,
  *     a closed or a silent connection are refused;
+ *   - with a key (--key-file), the greeting must say the sender has one,
+ *     the TLS handshake must succeed (tls.h: the sender holds a key of the
+ *     file), and the first sealed record must open and hold the header;
+ *     the handshakes of all waiting connections run side by side;
  *   - a --raw listener sends nothing and admits the first connection that
  *     sends a byte (nc and mbuffer do not greet);
  *   - at most LISTENER_PENDING connections wait at once, and at most
@@ -36,6 +40,8 @@
 #include <stddef.h>
 
 #include "weir/codec.h"
+#include "weir/seal.h"
+#include "weir/tls.h"
 #include "weir/tcp.h"
 #include "weir/transport.h"
 #include "weir/error.h"
@@ -44,10 +50,12 @@
 #define LISTENER_PENDING 256
 #define LISTENER_PER_ADDRESS 32
 #define LISTENER_HANDSHAKE_SECS 10.0
-#define LISTENER_AHEAD_MAX CODEC_HEADER_SIZE
+#define LISTENER_AHEAD_MAX 512   /* the stream header, opened from its record */
 
 struct listener_config {
     bool raw;                  /* --raw: plain bytes, no greeting */
+    struct tls_context *tls;   /* --key-file: the handshake every sender must pass */
+    uint64_t epoch_records;    /* records per key epoch (seal.h) */
     double accept_timeout;     /* --accept-timeout; 0: wait for ever */
     double io_timeout;         /* --timeout: socket tuning, and a raw peer's first byte */
     double handshake_timeout;  /* a weir peer's greeting and header */

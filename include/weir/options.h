@@ -68,6 +68,9 @@ struct weir_options {
     int threads;                /* -T */
 
     bool no_sync;               /* --no-sync: do not flush outputs to stable storage */
+    const char *genkey;         /* --genkey FILE: write a new key file and exit */
+    const char *key_id;         /* --key-id NAME */
+    const char *key_file;       /* --key-file FILE: authenticate and encrypt */
     bool input_given;           /* -i (even -i -) or -I: a command is then the consumer */
     char **command;             /* after --: the producer or consumer, NULL-ended */
     bool command_consumes;      /* the command is the consumer (weir has an input) */

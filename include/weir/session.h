@@ -34,6 +34,7 @@ struct session_out {
     uint32_t block_max;      /* the header's */
     uint64_t seq, total, chain;   /* the stored blocks framed so far */
     bool spoke;              /* the stream's first bytes were written */
+    bool greeted;            /* the greeting went out already (before a handshake) */
     uint32_t peer_features;  /* what the receiver's greeting offers */
     /* a frame whose write was interrupted: what is left of it */
     unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
@@ -47,8 +48,12 @@ void session_out_init(struct session_out *s, struct transport *t, bool greet, bo
  * nothing or something else "does not seem to be weir". */
 int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop,
                           struct weir_error *err);
-/* Write the sender's greeting (when greet) and the stream header (when the
- * stream is framed or compressed), in one write. */
+/* A sender with a key: its greeting, alone, before the handshake. */
+int session_greet_keyed(struct session_out *s, int timeout_ms, atomic_bool *stop,
+                        struct weir_error *err);
+/* Write the sender's greeting (when greet, unless it went out already) and
+ * the stream header (when the stream is framed or compressed), in one
+ * write. */
 int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
                   struct weir_error *err);
 /* Send up to n bytes of raw data as one stored block; the bytes sent (at

@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -63,6 +64,8 @@ struct transport {
     ino_t ino;
     mode_t mode;
     struct child *child;    /* TRANSPORT_CHILD */
+    struct sealed *sealed;  /* an encrypted connection's record state */
+    const struct transport_ops *plain_ops;   /* beneath the sealed records */
 };
 
 /* Not open: every operation fails, close does nothing. */
@@ -102,6 +105,22 @@ int transport_fd_wait(struct transport *t, short events, int timeout_ms, atomic_
 /* ---- TCP (transport_tcp.c) ---- */
 /* A connected, tuned socket becomes the transport. */
 void transport_tcp(struct transport *t, int fd, const char *name);
+
+/* ---- encrypted connections (transport_sealed.c) ---- */
+struct seal_session;
+/* After the handshake, a TCP transport carries sealed records (seal.h): a
+ * sender seals to_receiver and opens to_sender, a receiver the other way.
+ * rx_first: the number of the next record to open (1 when the listener
+ * opened the first one itself); leftover: bytes already read after the
+ * handshake. */
+int transport_sealed(struct transport *t, const struct seal_session *keys, bool sender,
+                     uint64_t rx_first, const unsigned char *leftover, size_t nleft,
+                     struct weir_error *err);
+/* The next record written ends this direction (it carries the END flag). */
+void transport_sealed_last(struct transport *t);
+/* Seal one record of plain bytes into out (len + SEAL_OVERHEAD) without
+ * writing it: for a receiver's main thread, which sends without blocking. */
+size_t transport_seal(struct transport *t, const void *plain, size_t len, unsigned char *out);
 
 /* ---- helpers over the operations ---- */
 int transport_write_all(struct transport *t, const void *buf, size_t n, int timeout_ms,

@@ -84,6 +84,11 @@ struct weir_config {
     /* standard descriptors found closed at startup (main put /dev/null there) */
     bool stdin_closed, stdout_closed;
     const char *log_path;        /* the -l file, so that no output may be it */
+
+    /* keys: connections are authenticated and encrypted (tls.h, seal.h) */
+    const char *key_file;
+    const char *key_id;          /* the sender's key; NULL: the file's first */
+    uint64_t epoch_records;      /* records per key epoch; 0: SEAL_EPOCH_RECORDS */
 };
 
 /* What the engine reports while it runs.  status() is called from the

@@ -1,0 +1,244 @@
+/*
+ * transport_sealed.c - a TCP connection whose bytes travel in weir's sealed
+ * records (seal.h), after the TLS handshake.  See include/weir/transport.h.
+ *
+ * Each direction is used by one thread: the reader (or a sender's back
+ * channel) opens, the writer (or a receiver's main thread) seals, so the
+ * two halves share nothing but the descriptor.  A write is one record; a
+ * read hands out one record's plaintext, opened in order, and a direction
+ * that ends without its END record is reported as cut short.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <openssl/crypto.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "weir/io.h"
+#include "weir/seal.h"
+#include "weir/transport.h"
+
+struct sealed {
+    struct seal_session keys;
+    bool sender;               /* sends to_receiver, reads to_sender */
+    /* the reading half */
+    struct sealer rx;
+    uint64_t rx_next;
+    bool rx_ended;             /* the END record arrived */
+    unsigned char *rbuf;       /* one record as it arrives */
+    size_t rhave;
+    unsigned char *plain;      /* its plaintext, handed out from ppos */
+    size_t plen, ppos;
+    /* the writing half */
+    struct sealer tx;
+    uint64_t tx_next;
+    bool tx_last;              /* the next record ends the direction */
+    unsigned char *wbuf;
+};
+
+#define RECORD_MAX (SEAL_MAX_PLAIN + SEAL_OVERHEAD)
+
+/* Read into rbuf until it holds want bytes: 1 done, 0 clean end before any
+ * byte of the record, -1 errno. */
+static int fill_to(struct transport *t, struct sealed *s, size_t want, int timeout_ms,
+                   atomic_bool *stop)
+{
+    while (s->rhave < want) {
+        ssize_t r = io_read(t->fd, s->rbuf + s->rhave, want - s->rhave, timeout_ms, stop);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            if (s->rhave == 0)
+                return 0;
+            errno = EPIPE;
+            return -1;
+        }
+        s->rhave += (size_t)r;
+    }
+    return 1;
+}
+
+/* The next record's plaintext into s->plain. */
+static int next_record(struct transport *t, struct sealed *s, int timeout_ms,
+                       atomic_bool *stop)
+{
+    int r = fill_to(t, s, SEAL_HEADER, timeout_ms, stop);
+    if (r <= 0) {
+        if (r == 0)
+            errno = s->rx_ended ? 0 : EPIPE;   /* a clean end needs the END record first */
+        return r == 0 && s->rx_ended ? 0 : -1;
+    }
+    if (s->rx_ended) {
+        errno = EPROTO;   /* nothing may follow the END record */
+        return -1;
+    }
+    long body = seal_body_length(s->rbuf);
+    if (body < 0) {
+        errno = EBADMSG;
+        return -1;
+    }
+    if (fill_to(t, s, SEAL_HEADER + (size_t)body, timeout_ms, stop) <= 0) {
+        if (errno == 0)
+            errno = EPIPE;
+        return -1;
+    }
+    unsigned flags;
+    if (open_record(&s->rx, s->rx_next, s->rbuf, SEAL_HEADER + (size_t)body, s->plain,
+                    &s->plen, &flags)) {
+        errno = EBADMSG;   /* forged, corrupt, reordered or replayed */
+        return -1;
+    }
+    s->rx_next++;
+    /* what arrived with the handshake may hold more than this record */
+    size_t used = SEAL_HEADER + (size_t)body;
+    memmove(s->rbuf, s->rbuf + used, s->rhave - used);
+    s->rhave -= used;
+    s->ppos = 0;
+    if (flags & SEAL_END)
+        s->rx_ended = true;
+    return 1;
+}
+
+static ssize_t sealed_read(struct transport *t, void *buf, size_t n, int timeout_ms,
+                           atomic_bool *stop)
+{
+    struct sealed *s = t->sealed;
+    while (s->ppos == s->plen) {
+        int r = next_record(t, s, timeout_ms, stop);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            return 0;
+    }
+    size_t take = s->plen - s->ppos < n ? s->plen - s->ppos : n;
+    memcpy(buf, s->plain + s->ppos, take);
+    s->ppos += take;
+    return (ssize_t)take;
+}
+
+size_t transport_seal(struct transport *t, const void *plain, size_t len, unsigned char *out)
+{
+    struct sealed *s = t->sealed;
+    unsigned flags = s->tx_last ? SEAL_END : 0;
+    size_t n = seal_record(&s->tx, s->tx_next, flags, plain, len, out);
+    if (n > 0)
+        s->tx_next++;
+    return n;
+}
+
+/* One record: everything given (up to the largest record), sealed and
+ * written whole.  An interrupted record cannot be finished later: an abort
+ * after it resets the connection. */
+static ssize_t sealed_writev(struct transport *t, const struct iovec *iov, int cnt,
+                             int timeout_ms, atomic_bool *stop)
+{
+    struct sealed *s = t->sealed;
+    unsigned char *plain = s->wbuf + RECORD_MAX;
+    size_t len = 0;
+    for (int i = 0; i < cnt && len < SEAL_MAX_PLAIN; i++) {
+        size_t take = iov[i].iov_len < SEAL_MAX_PLAIN - len ? iov[i].iov_len
+                                                             : SEAL_MAX_PLAIN - len;
+        memcpy(plain + len, iov[i].iov_base, take);
+        len += take;
+    }
+    size_t total = transport_seal(t, plain, len, s->wbuf);
+    if (total == 0) {
+        errno = EIO;
+        return -1;
+    }
+    struct iovec out = {s->wbuf, total};
+    struct iovec *v = &out;
+    int left = 1;
+    while (left > 0) {
+        ssize_t w = io_writev(t->fd, v, left, timeout_ms, stop);
+        if (w < 0)
+            return -1;
+        io_iov_advance(&v, &left, (size_t)w);
+    }
+    return (ssize_t)len;
+}
+
+void transport_sealed_last(struct transport *t)
+{
+    t->sealed->tx_last = true;
+}
+
+static int sealed_wait(struct transport *t, short events, int timeout_ms, atomic_bool *stop)
+{
+    struct sealed *s = t->sealed;
+    if ((events & POLLIN) && (s->ppos < s->plen || s->rhave > 0))
+        return 0;
+    return io_wait(t->fd, events, timeout_ms, stop);
+}
+
+static void sealed_release(struct transport *t)
+{
+    struct sealed *s = t->sealed;
+    if (!s)
+        return;
+    sealer_free(&s->rx);
+    sealer_free(&s->tx);
+    OPENSSL_cleanse(&s->keys, sizeof s->keys);
+    if (s->plain)
+        OPENSSL_cleanse(s->plain, s->plen);
+    free(s->rbuf);
+    free(s->plain);
+    free(s->wbuf);
+    free(s);
+    t->sealed = NULL;
+}
+
+static int sealed_close(struct transport *t, bool success, atomic_bool *stop,
+                        struct weir_error *err)
+{
+    const struct transport_ops *tcp = t->plain_ops;
+    int rc = tcp->close(t, success, stop, err);
+    sealed_release(t);
+    return rc;
+}
+
+static int sealed_half_close(struct transport *t, struct weir_error *err)
+{
+    return t->plain_ops->half_close(t, err);
+}
+
+static void sealed_abort(struct transport *t)
+{
+    t->plain_ops->abort(t);
+}
+
+static const struct transport_ops sealed_ops = {
+    .read = sealed_read, .writev = sealed_writev, .wait = sealed_wait,
+    .half_close = sealed_half_close, .abort = sealed_abort, .close = sealed_close,
+};
+
+int transport_sealed(struct transport *t, const struct seal_session *keys, bool sender,
+                     uint64_t rx_first, const unsigned char *leftover, size_t nleft,
+                     struct weir_error *err)
+{
+    struct sealed *s = calloc(1, sizeof *s);
+    if (!s)
+        return error_set(err, WEIR_EXIT_INTERNAL, "%s: out of memory", t->name);
+    s->keys = *keys;
+    s->sender = sender;
+    s->rbuf = malloc(RECORD_MAX);
+    s->plain = malloc(SEAL_MAX_PLAIN);
+    s->wbuf = malloc(RECORD_MAX + SEAL_MAX_PLAIN);
+    const struct seal_direction *out = sender ? &s->keys.to_receiver : &s->keys.to_sender;
+    const struct seal_direction *in = sender ? &s->keys.to_sender : &s->keys.to_receiver;
+    t->sealed = s;
+    if (!s->rbuf || !s->plain || !s->wbuf || nleft > RECORD_MAX ||
+        sealer_init(&s->tx, out, keys->epoch_records, err) ||
+        sealer_init(&s->rx, in, keys->epoch_records, err)) {
+        sealed_release(t);
+        return error_set(err, WEIR_EXIT_INTERNAL, "%s: cannot set up encryption", t->name);
+    }
+    memcpy(s->rbuf, leftover, nleft);
+    s->rhave = nleft;
+    s->rx_next = rx_first;
+    t->plain_ops = t->ops;
+    t->ops = &sealed_ops;
+    return 0;
+}
