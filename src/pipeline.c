@@ -532,6 +532,11 @@ static int create(struct pipeline *p, struct weir_error *err)
         /* with port 0 the caller cannot know the port otherwise: say it even with -q */
         log_msg(p->log, strcmp(c->tcp.listen_port, "0") == 0 ? LOG_NOTICE : LOG_INFO,
                 "listening on %s", p->listener.addr);
+        bool loopback = strncmp(p->listener.addr, "127.", 4) == 0 ||
+                        strncmp(p->listener.addr, "[::1]", 5) == 0;
+        if (!p->keyed && !c->tcp.allow_host[0] && !loopback)
+            log_msg(p->log, LOG_WARN, "no key and no allow-list: anyone who can reach %s can "
+                    "write into the output (see --key-file)", p->listener.addr);
     }
     sync_lock(&p->lock);
     if (p->ring.carved)

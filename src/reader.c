@@ -36,6 +36,7 @@ struct reader {
     struct pipeline *p;
     int timeout_ms;
     bool timed_out;      /* the last read failed for lack of progress */
+    int sealed_errno;    /* an encrypted record that did not open, or a cut */
     unsigned char *big_in, *big_out;   /* oversize blocks (oversize_block) */
 };
 
@@ -58,6 +59,8 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
     ssize_t got = p->in.ops->read(&p->in, buf, n, r->timeout_ms, &p->stop);
     if (got < 0) {
         r->timed_out = errno == ETIMEDOUT;
+        if (p->in.sealed && (errno == EBADMSG || errno == EPROTO || errno == EPIPE))
+            r->sealed_errno = errno;
         return -1;
     }
     if (got > 0) {
@@ -83,12 +86,29 @@ static int source_settle(void *ctx)
     return stopped ? -1 : 0;
 }
 
+/* An encrypted stream whose record did not open (forged, flipped, dropped,
+ * duplicated, reordered or replayed) or that was cut before its END record
+ * is a data integrity failure, as for the stream inside it. */
+static int sealed_failed(struct reader *r, struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    return error_set(e, WEIR_EXIT_INTEGRITY, "%s: %s", p->in.name,
+                     r->sealed_errno == EBADMSG
+                         ? "an encrypted record does not open (corrupt, forged, dropped, "
+                           "duplicated or reordered)"
+                     : r->sealed_errno == EPROTO ? "data after the end of the encrypted stream"
+                                                 : "the encrypted stream was cut short"),
+           STEP_FAIL;
+}
+
 /* A read failure as a step: a stop is not an error of its own. */
 static int read_failed(struct reader *r, struct weir_error *e)
 {
     struct pipeline *p = r->p;
     if (errno == ECANCELED || atomic_load(&p->stop))
         return STEP_STOP;
+    if (r->sealed_errno)
+        return sealed_failed(r, e);
     if (r->timed_out)
         return error_set(e, p->in.status, "%s: no progress for %g s", p->in.name,
                          p->cfg->tcp.io_timeout), STEP_FAIL;
@@ -101,6 +121,8 @@ static int decode_failed(struct reader *r, struct weir_error *e)
 {
     if (atomic_load(&r->p->stop))
         return STEP_STOP;
+    if (r->sealed_errno)
+        return sealed_failed(r, e);
     if (r->timed_out)
         error_set(e, r->p->in.status, "%s: no progress for %g s", r->p->in.name,
                   r->p->cfg->tcp.io_timeout);
@@ -399,8 +421,8 @@ static int read_input(struct reader *r, struct weir_error *e)
                                    .frame_start = sink_frame_start,
                                    .frame_end = sink_frame_end, .linked = sink_linked};
         rc = decode_stream(&d, &sink, e);
-        if (rc == STEP_FAIL && atomic_load(&p->stop))
-            rc = STEP_STOP;
+        if (rc == STEP_FAIL)
+            rc = decode_failed(r, e);
         if (rc == STEP_OK && d.kind == STREAM_WEIR) {
             sync_lock(&p->lock);
             p->stream_chain = d.chain;   /* the answer vouches for this stream */

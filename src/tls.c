@@ -23,7 +23,43 @@ struct tls_handshake {
     struct tls_context *c;
     char identity[KEY_ID_MAX + 1];
     bool unknown;                 /* the server did not know the identity */
+    /* the peer's TLS record headers, checked as TLS consumes them
+     * (check_records): a copy of what is fed and not yet consumed */
+    unsigned char held[65536];
+    size_t held_len;
+    unsigned char hdr[5];
+    size_t hdr_have, body_left;
+    unsigned records;
 };
+
+/* TLS 1.3 ignores a record header's legacy version, so a changed one would
+ * go unnoticed; weir wants every byte to mean one thing.  The peer's first
+ * record must say 0x0301 (a ClientHello) or 0x0303, every later one 0x0303,
+ * and only handshake, change_cipher_spec, alert and application_data
+ * records of at most 2^14 + 256 bytes may come. */
+static int check_records(struct tls_handshake *h, const unsigned char *in, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if (h->body_left > 0) {
+            size_t take = n - i < h->body_left ? n - i : h->body_left;
+            h->body_left -= take;
+            i += take;
+            continue;
+        }
+        h->hdr[h->hdr_have++] = in[i++];
+        if (h->hdr_have < 5)
+            continue;
+        unsigned type = h->hdr[0], version = (unsigned)h->hdr[1] << 8 | h->hdr[2];
+        size_t len = (size_t)h->hdr[3] << 8 | h->hdr[4];
+        bool first = h->records++ == 0;
+        if ((type < 20 || type > 23) || len == 0 || len > 16384 + 256 ||
+            !(version == 0x0303 || (first && h->c->server && version == 0x0301)))
+            return -1;
+        h->hdr_have = 0;
+        h->body_left = len;
+    }
+    return 0;
+}
 
 /* The PSK as an SSL_SESSION, the way TLS 1.3 external PSKs are given to
  * OpenSSL: the key, the suite (whose hash is SHA-256), and TLS 1.3. */
@@ -163,7 +199,8 @@ static int failed(struct tls_handshake *h, struct weir_error *err)
     if (reason == SSL_R_BINDER_DOES_NOT_VERIFY || reason == SSL_R_TLSV1_ALERT_DECRYPT_ERROR ||
         reason == SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC ||
         reason == SSL_R_TLSV1_ALERT_DECRYPTION_FAILED ||
-        reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE || reason == SSL_R_NO_SHARED_CIPHER)
+        reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE || reason == SSL_R_NO_SHARED_CIPHER ||
+        reason == SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER)
         return error_set(err, WEIR_EXIT_NETWORK, "the keys do not match (identity '%s'; a "
                          "wrong key, or one the other end does not have)",
                          h->identity[0] ? h->identity : "?");
@@ -174,6 +211,10 @@ static int failed(struct tls_handshake *h, struct weir_error *err)
 int tls_step(struct tls_handshake *h, const unsigned char *in, size_t n, unsigned char *out,
              size_t *outlen, struct weir_error *err)
 {
+    if (h->held_len + n > sizeof h->held)
+        return error_set(err, WEIR_EXIT_NETWORK, "handshake messages too long"), TLS_FAILED;
+    memcpy(h->held + h->held_len, in, n);
+    h->held_len += n;
     if (n > 0 && BIO_write(h->in, in, (int)n) != (int)n)
         return error_set(err, WEIR_EXIT_INTERNAL, "encryption: out of memory"), TLS_FAILED;
     int r = SSL_do_handshake(h->ssl);
@@ -183,6 +224,14 @@ int tls_step(struct tls_handshake *h, const unsigned char *in, size_t n, unsigne
         if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
             rc = TLS_FAILED;
     }
+    /* only what TLS took is TLS: what is left are weir's records */
+    size_t consumed = h->held_len - (size_t)BIO_pending(h->in);
+    if (rc != TLS_FAILED && check_records(h, h->held, consumed)) {
+        ERR_clear_error();
+        return error_set(err, WEIR_EXIT_NETWORK, "malformed handshake record"), TLS_FAILED;
+    }
+    memmove(h->held, h->held + consumed, h->held_len - consumed);
+    h->held_len -= consumed;
     /* what to send, even after a failure: it may be an alert saying why */
     size_t cap = *outlen, got = 0;
     while (BIO_pending(h->out) > 0 && got < cap) {

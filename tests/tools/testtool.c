@@ -17,6 +17,8 @@
  *         swap   K             send data blocks K and K+1 in swapped order
  *         zerostatus 0         (the other way) set the code of every 'S'
  *                              record the server sends to 0
+ *         record 0 0 FILE      relay faithfully, and write the client's
+ *                              bytes to FILE too (for replaying them)
  *   testtool crowd PORT N BYTES [SRC]  open N connections to 127.0.0.1:PORT
  *       (from address SRC if given), send BYTES bytes of junk on each, print
  *       "crowd ready", then hold them open until stdin closes
@@ -135,7 +137,7 @@ static uint32_t get32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-enum mode { PASS, CUT, RESET, STALL, FLIP, ZEROSTATUS, DROP, DUP, SWAP };
+enum mode { PASS, CUT, RESET, STALL, FLIP, ZEROSTATUS, RECORD, DROP, DUP, SWAP };
 
 struct fault {
     enum mode mode;
@@ -146,6 +148,7 @@ struct fault {
     /* block modes: the stream is collected whole, rearranged, then sent */
     unsigned char *buf;
     size_t len, cap;
+    FILE *record;              /* record: the client's bytes go here too */
 };
 
 static void hard_close(int fd)
@@ -169,6 +172,8 @@ static int forward(struct fault *f, int client, int server, unsigned char *data,
         f->len += n;
         return 1;
     }
+    if (f->record && fwrite(data, 1, n, f->record) != n)
+        die("record");
     unsigned long long start = f->sent;
     if (!f->done && f->at >= start && f->at < start + n) {
         size_t k = (size_t)(f->at - start);
@@ -317,11 +322,11 @@ static int relay(struct fault *f, int client, int server)
 static int cmd_proxy(int argc, char **argv)
 {
     static const char *names[] = {"pass", "cut", "reset", "stall", "flip", "zerostatus",
-                                  "drop", "dup", "swap"};
+                                  "record", "drop", "dup", "swap"};
     struct fault f = {0};
     int target = atoi(argv[2]);
     int m = -1;
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 10; i++)
         if (strcmp(argv[3], names[i]) == 0)
             m = i;
     if (m < 0) {
@@ -331,6 +336,11 @@ static int cmd_proxy(int argc, char **argv)
     f.mode = (enum mode)m;
     f.at = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
     f.secs = argc > 5 ? atof(argv[5]) : 0;
+    if (f.mode == RECORD) {
+        f.record = argc > 6 ? fopen(argv[6], "w") : NULL;
+        if (!f.record)
+            die("record: the file to record into");
+    }
     int port, lfd = listen_any(&port);
     printf("proxy listening on %d\n", port);
     fflush(stdout);
@@ -340,6 +350,8 @@ static int cmd_proxy(int argc, char **argv)
     close(lfd);
     int server = connect_to(target);
     relay(&f, client, server);
+    if (f.record)
+        fclose(f.record);
     free(f.buf);
     return 0;
 }

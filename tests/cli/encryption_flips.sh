@@ -1,0 +1,78 @@
+#!/bin/bash
+# Purpose: a flipped bit anywhere in an encrypted session (the greeting, the
+# handshake, any sealed record) is rejected: the sender never exits 0, the
+# receiver never exits 0 nor writes a byte.  Every byte of a short session is
+# flipped in turn by the fault proxy (every 7th under the sanitizers).
+. "$(dirname "$0")/lib.sh"
+KEY=$TMP/a.key
+"$WEIR" -q --genkey "$KEY" --key-id alpha || fail "--genkey"
+gen "$TMP/one" 1 random
+
+# the length of a whole session, from a recording
+listen "$TMP/out" "$TMP/lerr" --key-file "$KEY"
+"$TESTTOOL" proxy "$LPORT" record 0 0 "$TMP/session" >"$TMP/proxy" &
+PIDS+=($!)
+wait_for "$TMP/proxy" "proxy listening on" 10
+"$WEIR" -q --key-file "$KEY" -i "$TMP/one" -O "127.0.0.1:$(grep -o '[0-9]*$' "$TMP/proxy")" ||
+    fail "the clean session failed"
+wait_bounded "$LPID" 20
+same "$TMP/one" "$TMP/out" "the clean session"
+len=$(stat -c %s "$TMP/session")
+[ "$len" -gt 300 ] || fail "a session of only $len bytes"
+ok "a session is $len bytes from the sender"
+
+# flip_one AT: one session with byte AT flipped; writes "AT sender receiver bytes"
+flip_one() {
+    local at=$1 d=$TMP/f$1
+    mkdir -p "$d"
+    "$WEIR" -I 0 --timeout 2 --key-file "$KEY" -o "$d/out" 2>"$d/lerr" &
+    local l=$! i
+    for i in $(seq 200); do grep -q "listening on" "$d/lerr" && break; sleep 0.02; done
+    local port
+    port=$(grep -o 'listening on .*' "$d/lerr" | grep -o '[0-9]*$')
+    "$TESTTOOL" proxy "$port" flip "$at" >"$d/proxy" &
+    local px=$!
+    for i in $(seq 200); do grep -q "proxy listening" "$d/proxy" && break; sleep 0.02; done
+    timeout 20 "$WEIR" -q --timeout 2 --key-file "$KEY" -i "$TMP/one" \
+        -O "127.0.0.1:$(grep -o '[0-9]*$' "$d/proxy")" 2>"$d/serr"
+    local sst=$? rst
+    # a refused connection leaves the listener listening: no need to wait
+    for i in $(seq 60); do
+        kill -0 "$l" 2>/dev/null || break
+        grep -q "refused connection\|dropped connection" "$d/lerr" && break
+        sleep 0.05
+    done
+    if kill -0 "$l" 2>/dev/null; then
+        kill "$l"; wait "$l"; rst=listening
+    else
+        wait "$l"; rst=$?
+    fi
+    kill "$px" 2>/dev/null; wait "$px" 2>/dev/null
+    echo "$at $sst $rst $(stat -c %s "$d/out" 2>/dev/null || echo 0)" >>"$TMP/results"
+    rm -rf "$d"
+}
+step=$(sized 1 7)
+: >"$TMP/results"
+at=0
+while [ "$at" -lt "$len" ]; do
+    for j in 0 1 2 3 4 5 6 7; do
+        [ $((at + j * step)) -lt "$len" ] && flip_one $((at + j * step)) &
+    done
+    wait
+    at=$((at + 8 * step))
+done
+runs=$(wc -l <"$TMP/results")
+[ "$runs" -ge $(( len / step )) ] || fail "only $runs of the flipped sessions ran"
+# (a flip in the trailer's record comes after the data record was written
+# and is then an integrity failure, exit 6, as in clear; before that record
+# nothing may be written at all)
+awk '$2 == 0 { print "byte " $1 ": the sender exited 0" }
+     $3 == "0" { print "byte " $1 ": the receiver exited 0" }
+     $4 != 0 && $3 != 6 { print "byte " $1 ": " $4 " bytes reached the output, exit " $3 }' \
+    "$TMP/results" >"$TMP/bad"
+[ -s "$TMP/bad" ] && { head "$TMP/bad"; fail "$(wc -l <"$TMP/bad") flipped bytes were not rejected"; }
+ok "all $runs sessions with a flipped byte were rejected by both ends"
+# and a flip in the data is an integrity failure on both ends (6), as in clear
+awk '$3 == 6' "$TMP/results" | grep -q . || fail "no flip was reported as corrupt data (6)"
+ok "flips in sealed records end with exit 6 on the receiver"
+done_testing
