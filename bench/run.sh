@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-2G}
 RUNS=${RUNS:-5}
-CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp rss latency"}
+CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu rss latency"}
 bash scripts/deps.sh || exit 1
 if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
@@ -26,7 +26,16 @@ bytes=$(numfmt --from=iec "$SIZE")
 D=$PWD/bench/data
 mkdir -p "$D"
 T=$(mktemp -d)
-trap 'pkill -P $$ 2>/dev/null; rm -rf "$T"' EXIT
+trap 'pkill -P $$ 2>/dev/null; bash tests/tools/sshd.sh stop "$T/sshd" 2>/dev/null; rm -rf "$T"' EXIT
+# a throwaway sshd on loopback for the ssh references, and a key for weir
+case " $CASES " in
+*" enc_"*)
+    SSHPORT=$(bash tests/tools/sshd.sh start "$T/sshd") || exit 1
+    SSH="$T/sshd/ssh -c aes128-gcm@openssh.com $(id -un)@127.0.0.1"
+    "$W" -q --genkey "$T/bench.key" --key-id bench || exit 1
+    KEY="--key-file $T/bench.key"
+    echo "# sshd on 127.0.0.1:$SSHPORT for the ssh references" >&2 ;;
+esac
 
 MIX=$D/mixed-$SIZE.bin
 RND=$D/random-$SIZE.bin
@@ -169,6 +178,31 @@ for c in $CASES; do
             B="lz4 -q -1 -c $MIX | mbuffer -q -O 127.0.0.1:$p 2>/dev/null"
         }
         run_case "\`weir -z -O\` → \`weir -I\` vs \`lz4 \\| mbuffer\` → \`mbuffer \\| lz4 -d\`" "≤ 0.60" ;;
+    enc_ssh)
+        prep_a() { start_weir_listener $KEY; A="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
+        run_case "encrypted loopback \`weir --key-file\` vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 0.30" ;;
+    enc_plain)
+        prep_a() { start_weir_listener $KEY; A="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() { start_weir_listener; B="$W -q -O 127.0.0.1:$LP -i $MIX"; }
+        run_case "encrypted weir vs the same without a key" "≤ 2.0" ;;
+    enc_z)
+        prep_a() { start_weir_listener $KEY; A="$W -q -z $KEY -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() { B="lz4 -q -1 -c $MIX | $SSH 'lz4 -q -d -c >/dev/null'"; }
+        run_case "\`weir -z --key-file\` vs \`lz4 -1 \| ssh -c aes128-gcm 'lz4 -d'\`" "≤ 0.35" ;;
+    enc_cpu)
+        # the sending side alone: its CPU seconds per GiB with one and two workers
+        for t in 1 2; do
+            : >"$T/cpu"
+            for i in $(seq "$RUNS"); do
+                start_weir_listener $KEY
+                /usr/bin/time -o "$T/time" -f "%U %S %e" "$W" -q -T "$t" $KEY -O "127.0.0.1:$LP" -i "$MIX"
+                wait
+                awk -v b="$bytes" '{ printf "%.3f %.3f\n", ($1 + $2) / (b / 1073741824), $3 }' "$T/time" >>"$T/cpu"
+            done
+            c=$(cut -d' ' -f1 "$T/cpu" | median); e=$(cut -d' ' -f2 "$T/cpu" | median)
+            printf '| encrypted sender, -T %s: CPU per GiB (wall) | %s s (%s s) | | | scales with -T | |\n' "$t" "$c" "$e"
+        done ;;
     rss)
         /usr/bin/time -o "$T/rss" -f %M bash -c "cat $MIX | $W -q -m 1G >/dev/null"
         awk -v s="$SIZE" -v r="$(cat "$T/rss")" 'BEGIN {

@@ -317,7 +317,9 @@ static void fold_chain(void *ctx, const struct ring_slot *s)
 static int plan_buffer(struct pipeline *p, struct weir_error *err)
 {
     const struct weir_config *c = p->cfg;
-    if (p->encode || p->may_decode)
+    /* the workers transform blocks, and seal the records of encrypted
+     * outputs ahead of their writers */
+    if (p->encode || p->may_decode || p->tls_client)
         p->nworkers = c->threads;
     p->workers = calloc((size_t)p->nworkers + 1, sizeof *p->workers);
     if (!p->workers)
@@ -512,8 +514,14 @@ static int create(struct pipeline *p, struct weir_error *err)
         return -1;
     static const struct weir_output stdout_spec = {.kind = WEIR_OUT_STDOUT};
     p->nout = c->noutputs ? c->noutputs : 1;
-    for (int i = 0; i < p->nout; i++)
+    for (int i = 0; i < p->nout; i++) {
         setup_output(p, &p->out[i], c->noutputs ? &c->outputs[i] : &stdout_spec);
+        if (p->tls_client && p->out[i].spec->kind == WEIR_OUT_TCP)
+            p->sealing_writers++;   /* the workers stay until it is done */
+    }
+    p->sealq = calloc((size_t)p->nout * SEAL_AHEAD, sizeof *p->sealq);
+    if (!p->sealq)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "engine: seal queue");
     /* the input first: a start that fails leaves no output behind */
     if (open_input(p, err))
         return -1;
@@ -635,6 +643,8 @@ void weir_destroy(struct weir_engine *e)
         transport_close(&p->out[i].t, false, NULL, &ignored);
         if (p->out[i].has_child)
             child_release(&p->out[i].child);
+        for (int k = 0; k < SEAL_AHEAD; k++)
+            free(p->out[i].ahead[k].out);
     }
     ring_destroy(&p->ring);
     tls_context_free(p->tls_client);
@@ -643,6 +653,7 @@ void weir_destroy(struct weir_engine *e)
         keyfile_free(&p->keys);
     free(p->jobs);
     free(p->workers);
+    free(p->sealq);
     free(p);
 }
 

@@ -40,6 +40,22 @@ struct job {
     struct stream_block blk;   /* decode: the block's record */
 };
 
+/* A record an encrypted output has a worker seal ahead of its writer. */
+#define SEAL_AHEAD 4
+struct seal_job {
+    struct output *o;
+    uint64_t seq;              /* the ring range it seals */
+    size_t off, len;
+    const unsigned char *src;
+    uint64_t num;              /* its record number */
+    unsigned flags;            /* SEAL_END on the last record of -z */
+    uint64_t frame_seq;        /* framed: the stored block's sequence number */
+    uint64_t hash;             /* framed: the block's checksum (the worker's) */
+    unsigned char *out;        /* the sealed record (owned by the output) */
+    size_t out_len;            /* 0 until done; a failure leaves 0 */
+    bool done;                 /* lock */
+};
+
 struct output {
     struct pipeline *p;
     const struct weir_output *spec;
@@ -68,6 +84,14 @@ struct output {
     char status_msg[CODEC_STATUS_MAX + 1];
     bool awaiting;             /* the writer waits for the answer or its consumer */
     bool ended;                /* the whole stream was sent: an answer may say success */
+    /* sealing ahead (an encrypted output, when there are workers), lock: */
+    struct seal_job ahead[SEAL_AHEAD];
+    unsigned ahead_head, ahead_count;
+    uint64_t q_seq;            /* the next range to queue */
+    size_t q_off;
+    uint64_t next_frame_seq;   /* framed: the next stored block's number */
+    const struct seal_direction *tx_dir;   /* set before the first job */
+    uint64_t epoch_records;
 };
 
 struct worker {
@@ -75,6 +99,9 @@ struct worker {
     pthread_t thread;
     bool started;
     bool running;              /* lock */
+    /* owned by the worker: its cipher state for each encrypted output */
+    struct sealer seal[WEIR_MAX_OUTPUTS];
+    bool seal_ready[WEIR_MAX_OUTPUTS];
 };
 
 struct pipeline {
@@ -96,6 +123,9 @@ struct pipeline {
     struct job *jobs;          /* lock: FIFO of nblocks entries */
     uint64_t job_head, job_tail;
     bool jobs_done;            /* lock: the reader queues no more jobs */
+    struct seal_job **sealq;   /* lock: FIFO of records to seal, nout * SEAL_AHEAD */
+    uint64_t seal_head, seal_tail;
+    int sealing_writers;       /* lock: writers that may still queue records to seal */
     int nworkers;
     struct worker *workers;
 
@@ -167,5 +197,7 @@ void *worker_main(void *arg);
 /* worker.c: queue a job (lock held); its result goes to a new pending slot
  * (j->seq is set here). */
 void job_queue_locked(struct pipeline *p, struct job *j);
+/* worker.c: queue a record to seal (lock held). */
+void seal_queue_locked(struct pipeline *p, struct seal_job *j);
 
 #endif

@@ -354,6 +354,44 @@ void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n)
     ring_release_locked(r);
 }
 
+int ring_range_locked(struct ring *r, uint64_t *seq, size_t *off, const unsigned char **src,
+                      size_t *n)
+{
+    if (!r->gate_open)
+        return RING_END;
+    while (*seq < r->ready) {
+        struct ring_slot *s = slot_at(r, *seq);
+        if (s->len > *off) {
+            *src = pool_data(&r->pool, s->block) + *off;
+            *n = s->len - *off;
+            return RING_DATA;
+        }
+        if (!s->sealed)
+            break;
+        (*seq)++;
+        *off = 0;
+    }
+    return RING_END;
+}
+
+bool ring_range_last_locked(const struct ring *r, uint64_t seq, size_t off, size_t n)
+{
+    if (!r->input_done || seq + 1 != r->head)
+        return false;
+    const struct ring_slot *s = slot_at(r, seq);
+    return s->sealed && off + n == s->len;
+}
+
+bool ring_ended_at_locked(const struct ring *r, uint64_t seq)
+{
+    return r->input_done && seq == r->head;
+}
+
+void ring_wait_locked(struct ring *r, struct ring_cursor *c)
+{
+    wait_for_data_locked(r, c);
+}
+
 bool ring_last_locked(const struct ring *r, const struct ring_cursor *c, size_t n)
 {
     if (!r->input_done || c->seq + 1 != r->head)

@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #define RECORD_TYPE 'R'
 
@@ -74,9 +75,12 @@ static void nonce_for(const struct sealer *s, uint64_t n, unsigned char *nonce)
         nonce[4 + i] ^= (unsigned char)(n >> (56 - 8 * i));
 }
 
-size_t seal_record(struct sealer *s, uint64_t n, unsigned flags, const void *plain,
-                   size_t len, unsigned char *out)
+size_t seal_record_iov(struct sealer *s, uint64_t n, unsigned flags, const struct iovec *iov,
+                       int cnt, unsigned char *out)
 {
+    size_t len = 0;
+    for (int i = 0; i < cnt; i++)
+        len += iov[i].iov_len;
     if (len > SEAL_MAX_PLAIN || epoch_key(s, n))
         return 0;
     unsigned char nonce[SEAL_IV_BYTES];
@@ -86,21 +90,37 @@ size_t seal_record(struct sealer *s, uint64_t n, unsigned flags, const void *pla
     out[5] = (unsigned char)flags;
     out[6] = out[7] = 0;
     EVP_CIPHER_CTX *ctx = s->ctx;
-    int n1 = 0, n2 = 0;
+    int k = 0;
     if (EVP_EncryptInit_ex(ctx, NULL, NULL, s->key, nonce) != 1 ||
-        EVP_EncryptUpdate(ctx, NULL, &n1, out, SEAL_HEADER) != 1 ||
-        EVP_EncryptUpdate(ctx, out + SEAL_HEADER, &n1, plain, (int)len) != 1 ||
-        EVP_EncryptFinal_ex(ctx, out + SEAL_HEADER + n1, &n2) != 1 ||
+        EVP_EncryptUpdate(ctx, NULL, &k, out, SEAL_HEADER) != 1)
+        return 0;
+    unsigned char *dst = out + SEAL_HEADER;
+    for (int i = 0; i < cnt; i++) {
+        if (iov[i].iov_len == 0)
+            continue;
+        if (EVP_EncryptUpdate(ctx, dst, &k, iov[i].iov_base, (int)iov[i].iov_len) != 1)
+            return 0;
+        dst += k;
+    }
+    if (EVP_EncryptFinal_ex(ctx, dst, &k) != 1 ||
         EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, SEAL_TAG_BYTES,
                             out + SEAL_HEADER + len) != 1)
         return 0;
     return SEAL_HEADER + len + SEAL_TAG_BYTES;
 }
 
+size_t seal_record(struct sealer *s, uint64_t n, unsigned flags, const void *plain,
+                   size_t len, unsigned char *out)
+{
+    struct iovec iov = {(void *)plain, len};
+    return seal_record_iov(s, n, flags, &iov, 1, out);
+}
+
 long seal_body_length(const unsigned char *h)
 {
     uint32_t body = codec_get32(h);
-    if (h[4] != RECORD_TYPE || (h[5] & ~SEAL_END) || h[6] || h[7] || body < SEAL_TAG_BYTES ||
+    if (h[4] != RECORD_TYPE || (h[5] & ~(SEAL_END | SEAL_CTRL)) || h[6] || h[7] ||
+        body < SEAL_TAG_BYTES ||
         body > SEAL_MAX_PLAIN + SEAL_TAG_BYTES)
         return -1;
     return (long)body;

@@ -208,8 +208,10 @@ int session_trailer(struct session_out *s, int timeout_ms, atomic_bool *stop)
 bool session_abort(struct session_out *s, int code, const char *msg, const void *rest,
                    size_t restlen)
 {
-    /* only a peer that greeted as weir gets weir's abort record */
-    if (!s->greet || !s->spoke || s->t->fd < 0)
+    /* only a peer that greeted as weir gets weir's abort record, and over
+     * an encrypted connection only when no record went out in part */
+    if (!s->greet || !s->spoke || s->t->fd < 0 ||
+        (s->t->sealed && !transport_sealed_intact(s->t)))
         return false;
     atomic_bool never = false;
     int ms = (int)(SESSION_ABORT_SECS * 1000);
@@ -222,6 +224,11 @@ bool session_abort(struct session_out *s, int code, const char *msg, const void 
         return false;
     unsigned char rec[CODEC_RECORD_MAX];
     size_t n = codec_abort(rec, code, msg);
+    if (s->t->sealed) {
+        /* the abort is numbered apart, and ends the direction */
+        transport_sealed_control(s->t);
+        transport_sealed_last(s->t);
+    }
     if (transport_write_all(s->t, rec, n, ms, &never))
         return false;
     struct weir_error ignored;

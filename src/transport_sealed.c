@@ -26,6 +26,7 @@ struct sealed {
     /* the reading half */
     struct sealer rx;
     uint64_t rx_next;
+    uint64_t rx_ctl;           /* the next control record's number */
     bool rx_ended;             /* the END record arrived */
     unsigned char *rbuf;       /* one record as it arrives */
     size_t rhave;
@@ -34,7 +35,10 @@ struct sealed {
     /* the writing half */
     struct sealer tx;
     uint64_t tx_next;
+    uint64_t tx_ctl;
     bool tx_last;              /* the next record ends the direction */
+    bool tx_control;           /* the next record is a control record */
+    bool tx_broken;            /* a record went out in part: nothing may follow */
     unsigned char *wbuf;
 };
 
@@ -85,12 +89,17 @@ static int next_record(struct transport *t, struct sealed *s, int timeout_ms,
         return -1;
     }
     unsigned flags;
-    if (open_record(&s->rx, s->rx_next, s->rbuf, SEAL_HEADER + (size_t)body, s->plain,
-                    &s->plen, &flags)) {
+    bool control = s->rbuf[5] & SEAL_CTRL;   /* authenticated: it is associated data */
+    uint64_t n = control ? SEAL_CONTROL | s->rx_ctl : s->rx_next;
+    if (open_record(&s->rx, n, s->rbuf, SEAL_HEADER + (size_t)body, s->plain, &s->plen,
+                    &flags)) {
         errno = EBADMSG;   /* forged, corrupt, reordered or replayed */
         return -1;
     }
-    s->rx_next++;
+    if (control)
+        s->rx_ctl++;
+    else
+        s->rx_next++;
     /* what arrived with the handshake may hold more than this record */
     size_t used = SEAL_HEADER + (size_t)body;
     memmove(s->rbuf, s->rbuf + used, s->rhave - used);
@@ -121,11 +130,45 @@ static ssize_t sealed_read(struct transport *t, void *buf, size_t n, int timeout
 size_t transport_seal(struct transport *t, const void *plain, size_t len, unsigned char *out)
 {
     struct sealed *s = t->sealed;
-    unsigned flags = s->tx_last ? SEAL_END : 0;
-    size_t n = seal_record(&s->tx, s->tx_next, flags, plain, len, out);
-    if (n > 0)
+    unsigned flags = (s->tx_last ? SEAL_END : 0) | (s->tx_control ? SEAL_CTRL : 0);
+    uint64_t n = s->tx_control ? SEAL_CONTROL | s->tx_ctl : s->tx_next;
+    size_t total = seal_record(&s->tx, n, flags, plain, len, out);
+    if (total > 0 && s->tx_control)
+        s->tx_ctl++;
+    else if (total > 0)
         s->tx_next++;
-    return n;
+    return total;
+}
+
+uint64_t transport_sealed_numbers(struct transport *t, uint64_t k)
+{
+    struct sealed *s = t->sealed;
+    uint64_t first = s->tx_next;
+    s->tx_next += k;
+    return first;
+}
+
+const struct seal_direction *transport_sealed_tx(const struct transport *t,
+                                                 uint64_t *epoch_records)
+{
+    const struct sealed *s = t->sealed;
+    *epoch_records = s->keys.epoch_records;
+    return s->sender ? &s->keys.to_receiver : &s->keys.to_sender;
+}
+
+void transport_sealed_control(struct transport *t)
+{
+    t->sealed->tx_control = true;
+}
+
+void transport_sealed_broken(struct transport *t)
+{
+    t->sealed->tx_broken = true;
+}
+
+bool transport_sealed_intact(const struct transport *t)
+{
+    return !t->sealed->tx_broken;
 }
 
 /* One record: everything given (up to the largest record), sealed and
@@ -135,6 +178,10 @@ static ssize_t sealed_writev(struct transport *t, const struct iovec *iov, int c
                              int timeout_ms, atomic_bool *stop)
 {
     struct sealed *s = t->sealed;
+    if (s->tx_broken) {
+        errno = EPIPE;
+        return -1;
+    }
     unsigned char *plain = s->wbuf + RECORD_MAX;
     size_t len = 0;
     for (int i = 0; i < cnt && len < SEAL_MAX_PLAIN; i++) {
@@ -151,10 +198,14 @@ static ssize_t sealed_writev(struct transport *t, const struct iovec *iov, int c
     struct iovec out = {s->wbuf, total};
     struct iovec *v = &out;
     int left = 1;
+    size_t sent = 0;
     while (left > 0) {
         ssize_t w = io_writev(t->fd, v, left, timeout_ms, stop);
-        if (w < 0)
+        if (w < 0) {
+            s->tx_broken = sent > 0;
             return -1;
+        }
+        sent += (size_t)w;
         io_iov_advance(&v, &left, (size_t)w);
     }
     return (ssize_t)len;

@@ -12,6 +12,7 @@
 #include "pipeline_int.h"
 #include "weir/codec.h"
 #include "weir/sync.h"
+#include <sys/uio.h>
 
 void job_queue_locked(struct pipeline *p, struct job *j)
 {
@@ -23,13 +24,67 @@ void job_queue_locked(struct pipeline *p, struct job *j)
     sync_signal(&p->job_cv);
 }
 
-/* Take the next job and its output block; false when there is no more work. */
-static bool worker_take(struct pipeline *p, struct job *j, uint32_t *out)
+void seal_queue_locked(struct pipeline *p, struct seal_job *j)
+{
+    p->sealq[p->seal_tail % ((uint64_t)p->nout * SEAL_AHEAD)] = j;
+    p->seal_tail++;
+    sync_signal(&p->job_cv);
+}
+
+/* Seal one record ahead of its writer: a -z block as it is in the buffer,
+ * or raw data framed as a stored block (its checksum computed here, and
+ * folded into the trailer's chain by the writer, in order). */
+static void seal_one(struct worker *w, struct seal_job *j)
+{
+    struct output *o = j->o;
+    int i = (int)(o - w->p->out);
+    struct weir_error e;
+    if (!w->seal_ready[i]) {
+        if (sealer_init(&w->seal[i], o->tx_dir, o->epoch_records, &e)) {
+            j->out_len = 0;
+            return;
+        }
+        w->seal_ready[i] = true;
+    }
+    if (!o->session.frame) {
+        j->out_len = seal_record(&w->seal[i], j->num, j->flags, j->src, j->len, j->out);
+        return;
+    }
+    unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
+    j->hash = codec_block_hash(j->src, j->len, j->frame_seq);
+    codec_frame_prefix(prefix, o->session.block_max, (uint32_t)j->len, true);
+    codec_frame_suffix(suffix, j->frame_seq, (uint32_t)j->len, j->hash);
+    struct iovec iov[3] = {{prefix, sizeof prefix}, {(void *)j->src, j->len},
+                           {suffix, sizeof suffix}};
+    j->out_len = seal_record_iov(&w->seal[i], j->num, j->flags, iov, 3, j->out);
+}
+
+/* Take the next thing to do: a record to seal (the writers wait on those),
+ * or a transform job and its output block.  1: a job; 2: a seal; 0: no
+ * more work. */
+static int worker_take(struct pipeline *p, struct job *j, uint32_t *out, struct seal_job **sj)
 {
     sync_lock(&p->lock);
-    while (!atomic_load(&p->stop) && p->job_head == p->job_tail && !p->jobs_done)
+    for (;;) {
+        if (atomic_load(&p->stop)) {
+            sync_unlock(&p->lock);
+            return 0;
+        }
+        if (p->seal_head != p->seal_tail) {
+            *sj = p->sealq[p->seal_head % ((uint64_t)p->nout * SEAL_AHEAD)];
+            p->seal_head++;
+            sync_unlock(&p->lock);
+            return 2;
+        }
+        if (p->job_head != p->job_tail)
+            break;
+        if (p->jobs_done && p->sealing_writers == 0) {
+            sync_unlock(&p->lock);
+            return 0;
+        }
         sync_wait(&p->job_cv, &p->lock);
-    bool ok = !atomic_load(&p->stop) && p->job_head != p->job_tail;
+    }
+    bool ok = true;
     if (ok) {
         *j = p->jobs[p->job_head % p->ring.pool.nblocks];
         p->job_head++;
@@ -45,7 +100,7 @@ static bool worker_take(struct pipeline *p, struct job *j, uint32_t *out)
         }
     }
     sync_unlock(&p->lock);
-    return ok;
+    return ok ? 1 : 0;
 }
 
 static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out, size_t len,
@@ -68,7 +123,16 @@ void *worker_main(void *arg)
     thread_unblock_wake();
     struct job j;
     uint32_t out;
-    while (worker_take(p, &j, &out)) {
+    struct seal_job *sj;
+    for (int what; (what = worker_take(p, &j, &out, &sj)) != 0;) {
+        if (what == 2) {
+            seal_one(w, sj);
+            sync_lock(&p->lock);
+            sj->done = true;
+            sync_broadcast(&p->ring.data_cv);   /* its writer waits there */
+            sync_unlock(&p->lock);
+            continue;
+        }
         const unsigned char *src = pool_data(&p->ring.pool, j.src);
         unsigned char *dst = pool_data(&p->ring.pool, out);
         if (p->encode) {
@@ -89,6 +153,9 @@ void *worker_main(void *arg)
         }
         worker_finish(p, &j, out, (size_t)n, (uint64_t)n, 0);
     }
+    for (int i = 0; i < WEIR_MAX_OUTPUTS; i++)
+        if (w->seal_ready[i])
+            sealer_free(&w->seal[i]);
     thread_done(p, &w->running);
     return NULL;
 }

@@ -29,6 +29,7 @@
 
 #include "pipeline_int.h"
 #include "weir/codec.h"
+#include "weir/io.h"
 #include "weir/sync.h"
 
 #define CONSUMER_PATIENCE 2.0   /* seconds a consumer that closed its input has to exit */
@@ -103,6 +104,119 @@ static int writer_loop(struct output *o, struct weir_error *e)
         sync_unlock(&p->lock);
         if (ratelimit_take(&o->rl, (size_t)w, &o->halt))
             return STEP_STOP;
+    }
+}
+
+/* ---- an encrypted output: records sealed ahead by the workers -------------- */
+
+#define SEALED_RECORD_MAX (SEAL_MAX_PLAIN + SEAL_OVERHEAD)
+
+/* Queue what the buffer holds beyond the records already queued, up to
+ * SEAL_AHEAD records.  Lock held. */
+static void queue_seals_locked(struct output *o)
+{
+    struct pipeline *p = o->p;
+    while (o->ahead_count < SEAL_AHEAD) {
+        const unsigned char *src;
+        size_t n;
+        if (ring_range_locked(&p->ring, &o->q_seq, &o->q_off, &src, &n) != RING_DATA)
+            return;
+        if (o->session.frame && n > o->session.block_max)
+            n = o->session.block_max;
+        struct seal_job *j = &o->ahead[(o->ahead_head + o->ahead_count) % SEAL_AHEAD];
+        j->seq = o->q_seq;
+        j->off = o->q_off;
+        j->len = n;
+        j->src = src;
+        j->flags = 0;
+        if (!o->session.frame && ring_range_last_locked(&p->ring, o->q_seq, o->q_off, n)) {
+            j->flags = SEAL_END;   /* -z: the trailer's record ends the direction */
+            o->ended = true;       /* and a success answer may come once it is out */
+        }
+        j->num = transport_sealed_numbers(&o->t, 1);
+        j->frame_seq = o->session.frame ? o->next_frame_seq++ : 0;
+        j->out_len = 0;
+        j->done = false;
+        o->ahead_count++;
+        o->q_off += n;
+        seal_queue_locked(p, j);
+    }
+}
+
+/* Write the oldest sealed record; fold a framed block into the trailer's
+ * chain in order. */
+static int write_sealed(struct output *o, struct seal_job *j, int tmo, struct weir_error *e)
+{
+    if (j->out_len == 0)
+        return error_set(e, WEIR_EXIT_INTERNAL, "%s: a record could not be sealed",
+                         o->t.name), STEP_FAIL;
+    struct iovec iov = {j->out, j->out_len}, *v = &iov;
+    int left = 1;
+    size_t sent = 0;
+    while (left > 0) {
+        ssize_t w = io_writev(o->t.fd, v, left, tmo, &o->halt);
+        if (w < 0) {
+            if (sent > 0)
+                transport_sealed_broken(&o->t);   /* no abort after half a record */
+            return write_error(o, e, "write");
+        }
+        sent += (size_t)w;
+        io_iov_advance(&v, &left, (size_t)w);
+    }
+    if (o->session.frame) {
+        o->session.seq++;
+        o->session.total += j->len;
+        o->session.chain = codec_chain(o->session.chain, j->hash, (uint32_t)j->len);
+    }
+    return STEP_OK;
+}
+
+/* The writer of an encrypted output, with workers: it keeps up to
+ * SEAL_AHEAD records queued for them, and sends them in order as they come
+ * back, so the sealing runs on -T threads while this one only writes. */
+static int sealed_loop(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    int tmo = io_timeout_ms(p, &o->t);
+    /* the buffers outlive this thread (a worker may still be sealing into
+     * one when it stops): weir_destroy frees them */
+    for (int i = 0; i < SEAL_AHEAD; i++) {
+        o->ahead[i].o = o;
+        o->ahead[i].out = malloc(SEALED_RECORD_MAX);
+        if (!o->ahead[i].out)
+            return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
+    }
+    sync_lock(&p->lock);
+    o->tx_dir = transport_sealed_tx(&o->t, &o->epoch_records);
+    o->q_seq = o->cur.seq;
+    o->q_off = o->cur.off;
+    for (;;) {
+        if (atomic_load(&o->halt)) {
+            sync_unlock(&p->lock);
+            return STEP_STOP;
+        }
+        queue_seals_locked(o);
+        struct seal_job *j = &o->ahead[o->ahead_head];
+        if (o->ahead_count > 0 && j->done) {
+            sync_unlock(&p->lock);
+            int rc = write_sealed(o, j, tmo, e);
+            if (rc != STEP_OK)
+                return rc;
+            sync_lock(&p->lock);
+            ring_advance_locked(&p->ring, &o->cur, j->len);
+            o->ahead_head = (o->ahead_head + 1) % SEAL_AHEAD;
+            o->ahead_count--;
+            sync_unlock(&p->lock);
+            if (ratelimit_take(&o->rl, j->len, &o->halt))
+                return STEP_STOP;
+            sync_lock(&p->lock);
+            continue;
+        }
+        if (o->ahead_count == 0 && ring_ended_at_locked(&p->ring, o->q_seq)) {
+            sync_unlock(&p->lock);
+            return STEP_OK;
+        }
+        ring_wait_locked(&p->ring, &o->cur);
     }
 }
 
@@ -511,7 +625,7 @@ void *writer_main(void *arg)
     thread_unblock_wake();
     int rc = writer_open(o, &e);
     if (rc == STEP_OK)
-        rc = writer_loop(o, &e);
+        rc = o->t.sealed && p->nworkers > 0 ? sealed_loop(o, &e) : writer_loop(o, &e);
     if (rc == STEP_OK)
         rc = writer_end(o, &e);
     /* the first error is this writer's, not what the back channel hears
@@ -521,6 +635,12 @@ void *writer_main(void *arg)
     bool told = rc != STEP_OK && writer_abort(o);
     if (writer_close(o, rc, told, &e) == STEP_FAIL && rc == STEP_OK)
         output_fail(o, &e);
+    if (p->tls_client && o->spec->kind == WEIR_OUT_TCP) {
+        sync_lock(&p->lock);
+        p->sealing_writers--;   /* the workers may go once the reader is done too */
+        sync_broadcast(&p->job_cv);
+        sync_unlock(&p->lock);
+    }
     thread_done(p, &o->running);
     return NULL;
 }

@@ -146,6 +146,19 @@ int ring_next(struct ring *r, struct ring_cursor *c, const unsigned char **src, 
  * is nothing to read now. */
 int ring_peek_locked(struct ring *r, struct ring_cursor *c, const unsigned char **src,
                      size_t *n);
+/* The next published range at (*seq, *off), ahead of a cursor that holds
+ * the blocks (sealing ahead of a writer): RING_DATA with (*src, *n), the
+ * position stepped over slots read in full; RING_END when there is none
+ * now.  Honours -P's gate. */
+int ring_range_locked(struct ring *r, uint64_t *seq, size_t *off, const unsigned char **src,
+                      size_t *n);
+/* Whether the range (seq, off, n) ends the last slot of a finished input. */
+bool ring_range_last_locked(const struct ring *r, uint64_t seq, size_t off, size_t n);
+/* Whether everything the input will ever put in the ring lies before seq. */
+bool ring_ended_at_locked(const struct ring *r, uint64_t seq);
+/* Wait for the ring to change, as a cursor with nothing to read (the time is
+ * counted as empty); lock held. */
+void ring_wait_locked(struct ring *r, struct ring_cursor *c);
 /* n bytes at c were read; passed blocks are released. */
 void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n);
 /* Whether reading n more bytes at c reads the last byte the ring will ever

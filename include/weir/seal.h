@@ -9,8 +9,10 @@
  * OpenSSL's EVP interface.  Each direction has its own base key and IV from
  * the TLS exporter.  A record's nonce is the direction's IV XOR its number:
  * the records of a direction are numbered from 0 in the order they are
- * sent, so no nonce repeats under a key; control records (an abort) are
- * numbered in a space of their own (SEAL_CONTROL set).  The header is the
+ * sent, so no nonce repeats under a key; control records (an abort, flag
+ * SEAL_CTRL) are numbered in a space of their own (SEAL_CONTROL set), so
+ * that an abort never takes a number that a data record sealed ahead of
+ * time (and then never sent) already used.  The header is the
  * associated data: length, type and flags cannot be changed.  The END flag
  * marks a direction's last record, and a reader requires it before the end
  * (the STREAM construction).  Keys change by volume: record n is sealed
@@ -40,6 +42,7 @@
 /* the largest plaintext: a 4 MiB block with its frame and record */
 #define SEAL_MAX_PLAIN (CODEC_BLOCK_MAX + CODEC_BLOCK_OVERHEAD + 64)
 #define SEAL_END 0x01                   /* flag: the direction's last record */
+#define SEAL_CTRL 0x02                  /* flag: a control record (numbered apart) */
 #define SEAL_CONTROL (1ULL << 63)       /* the numbers of control records */
 /* 2^14 records of at most 4 MiB: at most 64 GiB (2^32 AES blocks) under one
  * key, far inside AES-GCM's limits */
@@ -80,5 +83,10 @@ long seal_body_length(const unsigned char *header);
  * corrupted, reordered, replayed or belongs to another direction. */
 int open_record(struct sealer *s, uint64_t n, const unsigned char *rec, size_t len,
                 unsigned char *out, size_t *plainlen, unsigned *flags);
+/* Seal the concatenation of cnt pieces (a frame's prefix, data and suffix)
+ * as one record, as seal_record does. */
+struct iovec;
+size_t seal_record_iov(struct sealer *s, uint64_t n, unsigned flags, const struct iovec *iov,
+                       int cnt, unsigned char *out);
 
 #endif

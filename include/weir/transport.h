@@ -121,6 +121,17 @@ void transport_sealed_last(struct transport *t);
 /* Seal one record of plain bytes into out (len + SEAL_OVERHEAD) without
  * writing it: for a receiver's main thread, which sends without blocking. */
 size_t transport_seal(struct transport *t, const void *plain, size_t len, unsigned char *out);
+/* The next record written is a control record (an abort). */
+void transport_sealed_control(struct transport *t);
+/* Sealing ahead of the writer (the workers): k record numbers, the first
+ * returned; the direction's keys for their sealers. */
+uint64_t transport_sealed_numbers(struct transport *t, uint64_t k);
+struct seal_direction;
+const struct seal_direction *transport_sealed_tx(const struct transport *t,
+                                                 uint64_t *epoch_records);
+/* A record sealed elsewhere went out in part: nothing may follow it. */
+void transport_sealed_broken(struct transport *t);
+bool transport_sealed_intact(const struct transport *t);
 
 /* ---- helpers over the operations ---- */
 int transport_write_all(struct transport *t, const void *buf, size_t n, int timeout_ms,
