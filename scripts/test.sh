@@ -62,6 +62,26 @@ suite() {
     failed=$((failed + bad))
 }
 
+# vg_encrypted DIR SENDER_OPTION: an encrypted loopback round trip of DIR/in
+# into DIR/out, both ends under valgrind; the listener's port comes from its
+# log, and its wait is bounded
+vg_encrypted() {
+    local dir=$1 opt=$2 port="" i
+    local vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite)
+    "${vg[@]}" build/weir -q --key-file "$dir/key" -I 127.0.0.1:0 -o "$dir/out" \
+        2>"$dir/l.err" &
+    local lpid=$!
+    for i in $(seq 600); do
+        port=$(grep -o 'listening on .*' "$dir/l.err" 2>/dev/null | grep -o '[0-9]*$')
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    [ -n "$port" ] || { kill "$lpid"; wait "$lpid"; cat "$dir/l.err"; return 1; }
+    "${vg[@]}" build/weir -q $opt --key-file "$dir/key" -O "127.0.0.1:$port" -i "$dir/in" \
+        || { kill "$lpid"; wait "$lpid"; return 1; }
+    wait "$lpid" || { cat "$dir/l.err"; return 1; }
+}
+
 # valgrind over a few round trips of the release build
 valgrind_pass() {
     echo "=== valgrind"
@@ -76,11 +96,19 @@ valgrind_pass() {
         "tiny buffer|build/weir -q -s 1k -m 4k <$tmp/in >$tmp/out"
         "lz4 decode|lz4 -q -B4 -BX -c $tmp/in >$tmp/in.lz4 && build/weir -q -d -T 2 <$tmp/in.lz4 >$tmp/out"
         "producer and consumer|build/weir -q -z -- cat $tmp/in | build/weir -q -d -i - -- sh -c 'cat >$tmp/out'"
+        "encrypted over TCP|encrypted -z"
+        "encrypted over TCP, two workers|encrypted -T2"
     )
+    build/weir -q --genkey "$tmp/key" --key-id valgrind || failed=$((failed + 1))
     for c in "${cases[@]}"; do
         local label=${c%%|*} cmd=${c#*|}
         cmd=${cmd//build\/weir/${vg[*]} build/weir}
-        if bash -c "$cmd" && cmp -s "$tmp/in" "$tmp/out"; then
+        rm -f "$tmp/out"
+        if [ "${cmd%% *}" = encrypted ]; then
+            # a keyed listener and sender, both under valgrind
+            cmd="vg_encrypted $tmp ${cmd#encrypted }"
+        fi
+        if eval "$cmd" && cmp -s "$tmp/in" "$tmp/out"; then
             echo "valgrind $label: ok"
             passed=$((passed + 1))
         else

@@ -64,8 +64,12 @@ static int fill_to(struct transport *t, struct sealed *s, size_t want, int timeo
     return 1;
 }
 
-/* The next record's plaintext into s->plain. */
-static int next_record(struct transport *t, struct sealed *s, int timeout_ms,
+/* Open the next record into dst when its plaintext fits in room bytes,
+ * else into s->plain.  1 with *len (the plaintext is in dst when *direct),
+ * 0 at the clean end, -1 errno.  A failed open leaves nothing readable in
+ * either place. */
+static int next_record(struct transport *t, struct sealed *s, unsigned char *dst,
+                       size_t room, size_t *len, bool *direct, int timeout_ms,
                        atomic_bool *stop)
 {
     int r = fill_to(t, s, SEAL_HEADER, timeout_ms, stop);
@@ -91,8 +95,10 @@ static int next_record(struct transport *t, struct sealed *s, int timeout_ms,
     unsigned flags;
     bool control = s->rbuf[5] & SEAL_CTRL;   /* authenticated: it is associated data */
     uint64_t n = control ? SEAL_CONTROL | s->rx_ctl : s->rx_next;
-    if (open_record(&s->rx, n, s->rbuf, SEAL_HEADER + (size_t)body, s->plain, &s->plen,
-                    &flags)) {
+    /* seal_body_length accepted it, so the body holds at least the tag */
+    *direct = (size_t)body - SEAL_TAG_BYTES <= room;
+    if (open_record(&s->rx, n, s->rbuf, SEAL_HEADER + (size_t)body,
+                    *direct ? dst : s->plain, len, &flags)) {
         errno = EBADMSG;   /* forged, corrupt, reordered or replayed */
         return -1;
     }
@@ -102,24 +108,33 @@ static int next_record(struct transport *t, struct sealed *s, int timeout_ms,
         s->rx_next++;
     /* what arrived with the handshake may hold more than this record */
     size_t used = SEAL_HEADER + (size_t)body;
-    memmove(s->rbuf, s->rbuf + used, s->rhave - used);
+    if (s->rhave > used)
+        memmove(s->rbuf, s->rbuf + used, s->rhave - used);
     s->rhave -= used;
-    s->ppos = 0;
     if (flags & SEAL_END)
         s->rx_ended = true;
     return 1;
 }
 
+/* A record whose plaintext fits in the caller's buffer is opened straight
+ * into it; a larger one is opened aside and handed out in pieces. */
 static ssize_t sealed_read(struct transport *t, void *buf, size_t n, int timeout_ms,
                            atomic_bool *stop)
 {
     struct sealed *s = t->sealed;
     while (s->ppos == s->plen) {
-        int r = next_record(t, s, timeout_ms, stop);
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            return 0;
+        size_t len;
+        bool direct;
+        int r = next_record(t, s, buf, n, &len, &direct, timeout_ms, stop);
+        if (r <= 0)
+            return r;
+        if (direct) {
+            if (len > 0)
+                return (ssize_t)len;
+            continue;   /* an empty record: read on */
+        }
+        s->plen = len;
+        s->ppos = 0;
     }
     size_t take = s->plen - s->ppos < n ? s->plen - s->ppos : n;
     memcpy(buf, s->plain + s->ppos, take);
