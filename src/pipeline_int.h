@@ -47,11 +47,11 @@ struct seal_job {
     uint64_t seq;              /* the ring range it seals */
     size_t off, len;
     const unsigned char *src;
-    uint64_t num;              /* its record number */
+    uint64_t num;              /* its first record number (framed: three records) */
     unsigned flags;            /* SEAL_END on the last record of -z */
     uint64_t frame_seq;        /* framed: the stored block's sequence number */
     uint64_t hash;             /* framed: the block's checksum (the worker's) */
-    unsigned char *out;        /* the sealed record (owned by the output) */
+    unsigned char *out;        /* the sealed records (owned by the output) */
     size_t out_len;            /* 0 until done; a failure leaves 0 */
     bool done;                 /* lock */
 };

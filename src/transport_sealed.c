@@ -301,7 +301,8 @@ int transport_sealed(struct transport *t, const struct seal_session *keys, bool 
         sealed_release(t);
         return error_set(err, WEIR_EXIT_INTERNAL, "%s: cannot set up encryption", t->name);
     }
-    memcpy(s->rbuf, leftover, nleft);
+    if (nleft > 0)
+        memcpy(s->rbuf, leftover, nleft);
     s->rhave = nleft;
     s->rx_next = rx_first;
     t->plain_ops = t->ops;

@@ -109,7 +109,8 @@ static int writer_loop(struct output *o, struct weir_error *e)
 
 /* ---- an encrypted output: records sealed ahead by the workers -------------- */
 
-#define SEALED_RECORD_MAX (SEAL_MAX_PLAIN + SEAL_OVERHEAD)
+/* a job's records: a framed block is sealed as three (see seal_one) */
+#define SEALED_JOB_MAX (SEAL_MAX_PLAIN + 3 * SEAL_OVERHEAD)
 
 /* Queue what the buffer holds beyond the records already queued, up to
  * SEAL_AHEAD records.  Lock held. */
@@ -133,7 +134,7 @@ static void queue_seals_locked(struct output *o)
             j->flags = SEAL_END;   /* -z: the trailer's record ends the direction */
             o->ended = true;       /* and a success answer may come once it is out */
         }
-        j->num = transport_sealed_numbers(&o->t, 1);
+        j->num = transport_sealed_numbers(&o->t, o->session.frame ? 3 : 1);
         j->frame_seq = o->session.frame ? o->next_frame_seq++ : 0;
         j->out_len = 0;
         j->done = false;
@@ -182,7 +183,7 @@ static int sealed_loop(struct output *o, struct weir_error *e)
      * one when it stops): weir_destroy frees them */
     for (int i = 0; i < SEAL_AHEAD; i++) {
         o->ahead[i].o = o;
-        o->ahead[i].out = malloc(SEALED_RECORD_MAX);
+        o->ahead[i].out = malloc(SEALED_JOB_MAX);
         if (!o->ahead[i].out)
             return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
     }
