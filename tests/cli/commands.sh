@@ -115,7 +115,7 @@ spid=$!
 PIDS+=("$spid")
 wait_size "$TMP/stub.pid" 0 10
 kill -TERM "$spid"
-wait_bounded "$spid" 20
+wait_bounded "$spid" "$(sized 20 40)"
 kill -0 "$(cat "$TMP/stub.pid")" 2>/dev/null && fail "a consumer that ignores SIGTERM survived"
 ok "a consumer that ignores SIGTERM is killed after the grace period"
 
