@@ -30,6 +30,9 @@ struct pending {
     } state;
     unsigned char buf[PENDING_BUF];
     size_t have;
+    bool plain;                /* admitted as plain bytes (plain_too) */
+    double greet_at;           /* plain_too: when to greet a peer that is still silent
+                                  (0: greeted, or never) */
     struct tls_handshake *tls;
     struct seal_session keys;
 };
@@ -167,6 +170,19 @@ static struct pending *make_room(struct admission *a, const struct sockaddr_stor
     return NULL;   /* not reached: a slot was just freed */
 }
 
+static int greet(struct admission *a, int fd)
+{
+    unsigned char greeting[CODEC_GREETING_SIZE];
+    codec_greeting(greeting, CODEC_ROLE_RECEIVER,
+                   CODEC_FEATURES | (a->cfg->tls ? CODEC_FEATURE_KEY : 0));
+    if (send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+        (ssize_t)sizeof greeting)
+        return 0;
+    if (errno == 0)
+        errno = EAGAIN;
+    return -1;
+}
+
 /* Accept what waits on the listening socket, a batch at a time, so that
  * connections already waiting are heard in between.  0, or -1 with *err;
  * *won is a connection that proved itself meanwhile. */
@@ -200,13 +216,10 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
             close(fd);
             continue;
         }
-        unsigned char greeting[CODEC_GREETING_SIZE];
-        codec_greeting(greeting, CODEC_ROLE_RECEIVER,
-                       CODEC_FEATURES | (a->cfg->tls ? CODEC_FEATURE_KEY : 0));
-        if (tcp_tune(fd, a->cfg->io_timeout) != 0 ||
-            (!a->cfg->raw &&
-             send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) !=
-                 (ssize_t)sizeof greeting)) {
+        /* plain_too: a plain sender speaks first, and is never greeted when
+         * it does (a greeting it never reads would make its close a reset) */
+        bool now_greet = !a->cfg->raw && !a->cfg->plain_too;
+        if (tcp_tune(fd, a->cfg->io_timeout) != 0 || (now_greet && greet(a, fd) != 0)) {
             refusal(a, "dropped connection from %s: %s", peer, strerror(errno));
             close(fd);
             continue;
@@ -217,9 +230,12 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
             return 0;
         }
         double now = clock_now();
-        double limit = a->cfg->raw ? a->cfg->io_timeout : a->cfg->handshake_timeout;
+        /* a plain sender may take its time to send its first byte */
+        double limit = a->cfg->raw || a->cfg->plain_too ? a->cfg->io_timeout
+                                                        : a->cfg->handshake_timeout;
         *c = (struct pending){.fd = fd, .addr = ss, .since = now,
-                              .deadline = limit > 0 ? now + limit : 0};
+                              .deadline = limit > 0 ? now + limit : 0,
+                              .greet_at = a->cfg->plain_too ? now + LISTENER_PLAIN_GRACE : 0};
         snprintf(c->peer, sizeof c->peer, "%s", peer);
         a->count++;
         log_msg(a->log, LOG_DEBUG, "connection from %s: waiting for it to prove itself", peer);
@@ -328,12 +344,25 @@ static int judge_record(struct admission *a, struct pending *c)
 
 /* Judge what a weir peer has sent so far.  1: admitted; 0: keep waiting;
  * -1: refused (logged and dropped). */
+/* Whether the first n bytes a peer sent could begin a weir greeting. */
+static bool could_greet(const unsigned char *b, size_t n)
+{
+    unsigned char magic[4];
+    codec_put32(magic, CODEC_WEIR_MAGIC);
+    return memcmp(b, magic, n < 4 ? n : 4) == 0;
+}
+
 static int judge_weir(struct admission *a, struct pending *c)
 {
     if (c->state == AWAIT_RECORD)
         return judge_record(a, c);
     char why[160], start[32];
     size_t n = c->have;
+    if (a->cfg->plain_too && c->state == AWAIT_GREETING &&
+        (c->greet_at > 0 || !could_greet(c->buf, n))) {
+        c->plain = true;   /* mbuffer, nc, socat: what they sent is the data */
+        return 1;
+    }
     if (n >= 4 && codec_get32(c->buf) != CODEC_WEIR_MAGIC) {
         describe_start(c->buf, n, start, sizeof start);
         snprintf(why, sizeof why, "it sent plain bytes ('%s'), not a weir greeting; a plain "
@@ -426,6 +455,10 @@ static int hear(struct admission *a, struct pending *c)
         return 0;
     if (r < 0 && errno == ECONNRESET)
         r = 0;   /* a scanner that closed at once gets a reset for the greeting */
+    if (r == 0 && a->cfg->plain_too && c->state == AWAIT_GREETING && c->have > 0) {
+        c->plain = true;   /* a few plain bytes that began like a greeting, and the end */
+        return 1;
+    }
     if (r <= 0) {
         drop(a, c, "dropped connection from %s: %s",
              r < 0 ? strerror(errno) : c->have == 0 ? "it closed without sending anything"
@@ -466,6 +499,11 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
         *nahead = plen;
         log_msg(a->log, LOG_INFO, "connection from %s, with the key '%s'", c->peer,
                 tls_identity(c->tls));
+    } else if (c->plain) {
+        *nahead = c->have;
+        memcpy(ahead, c->buf, c->have);
+        log_msg(a->log, LOG_INFO, "connection from %s: plain bytes (mbuffer, nc or socat)",
+                c->peer);
     } else if (!a->cfg->raw) {
         *nahead = c->have - CODEC_GREETING_SIZE;
         memcpy(ahead, c->buf + CODEC_GREETING_SIZE, *nahead);
@@ -492,14 +530,25 @@ static double expire(struct admission *a, double now)
     double next = 0;
     for (int i = 0; i < LISTENER_PENDING; i++) {
         struct pending *c = &a->conn[i];
-        if (c->fd < 0 || c->deadline == 0)
+        if (c->fd < 0)
+            continue;
+        if (c->greet_at > 0 && now >= c->greet_at) {
+            c->greet_at = 0;   /* silent so far: perhaps a weir sender, waiting to be greeted */
+            if (greet(a, c->fd) != 0) {
+                drop(a, c, "dropped connection from %s: %s", strerror(errno));
+                continue;
+            }
+        }
+        if (c->greet_at > 0 && (next == 0 || c->greet_at < next))
+            next = c->greet_at;
+        if (c->deadline == 0)
             continue;
         if (now >= c->deadline) {
             char why[96];
-            snprintf(why, sizeof why, a->cfg->raw ? "it sent nothing for %g s"
-                                                  : "it sent no weir greeting and header "
-                                                    "within %g s",
-                     a->cfg->raw ? a->cfg->io_timeout : a->cfg->handshake_timeout);
+            bool plain = a->cfg->raw || a->cfg->plain_too;
+            snprintf(why, sizeof why, plain ? "it sent nothing for %g s"
+                                            : "it sent no weir greeting and header within %g s",
+                     plain ? a->cfg->io_timeout : a->cfg->handshake_timeout);
             drop(a, c, "dropped connection from %s: %s", why);
         } else if (next == 0 || c->deadline < next) {
             next = c->deadline;

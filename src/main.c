@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "weir/error.h"
@@ -104,6 +105,10 @@ static int run(const struct weir_options *opts, struct weir_log *log)
     if (weir_create(&cfg, log, &engine, &err)) {
         log_msg(log, LOG_ERROR, "%s", err.msg);
         status = err.status;
+        /* a signal while starting: the transfer was begun and is not done */
+        if (status > WEIR_EXIT_SIGNAL && !opts->quiet)
+            log_status_line(log, "summary: INCOMPLETE: nothing was transferred (interrupted "
+                            "while starting)");
     } else {
         struct weir_observer obs = {.status = draw_status, .ctx = log,
                                     .interval = log->tty && !opts->quiet ? STATUS_INTERVAL
@@ -149,6 +154,15 @@ int main(int argc, char **argv)
     }
     if (opts.genkey)
         return genkey(&opts);
+    if (opts.print_pid)   /* mbuffer's --pid: scripts read it to signal weir */
+        fprintf(stderr, "weir: PID is %ld\n", (long)getpid());
+    /* -L: the buffer's pages are locked as they are first used, so that
+     * -m stays a bound rather than an allocation */
+    if (opts.lock_memory && mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
+        fprintf(stderr, "weir: -L: cannot lock the buffer in memory: %s (RLIMIT_MEMLOCK, "
+                "or CAP_IPC_LOCK)\n", strerror(errno));
+        return WEIR_EXIT_INTERNAL;
+    }
     struct weir_log log;
     log_init(&log, opts.quiet, opts.verbosity);
     if (opts.log_path && log_open_file(&log, opts.log_path)) {

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,9 @@ enum long_only {
     OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RAW,
     OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE, OPT_READAHEAD, OPT_NO_SYNC,
     OPT_GENKEY, OPT_KEY_ID, OPT_KEY_FILE,
+    /* mbuffer's long options */
+    OPT_MD5, OPT_HASH, OPT_PID, OPT_APPEND, OPT_TRUNCATE, OPT_NO_DIRECT, OPT_DIRECT,
+    OPT_TCPBUFFER, OPT_TCPTIMEO,
 };
 
 static const struct option long_opts[] = {
@@ -42,6 +46,15 @@ static const struct option long_opts[] = {
     {"decompress", no_argument, NULL, 'd'},
     {"threads", required_argument, NULL, 'T'},
     {"tapeaware", no_argument, NULL, OPT_UNSUPPORTED_TAPE},
+    {"md5", no_argument, NULL, OPT_MD5},
+    {"hash", required_argument, NULL, OPT_HASH},
+    {"pid", no_argument, NULL, OPT_PID},
+    {"append", no_argument, NULL, OPT_APPEND},
+    {"truncate", no_argument, NULL, OPT_TRUNCATE},
+    {"no-direct", no_argument, NULL, OPT_NO_DIRECT},
+    {"direct", no_argument, NULL, OPT_DIRECT},
+    {"tcpbuffer", required_argument, NULL, OPT_TCPBUFFER},
+    {"tcptimeo", required_argument, NULL, OPT_TCPTIMEO},
     {NULL, 0, NULL, 0},
 };
 
@@ -65,6 +78,8 @@ void options_usage(FILE *out)
 "  --accept-timeout S   give up waiting for a -I connection (default: never)\n"
 "  --timeout S        fail a connection with no progress for S seconds (600)\n"
 "  --raw              plain bytes on the wire, for nc, socat and mbuffer peers\n"
+"  -W S               watchdog: fail when neither the input nor any output\n"
+"                     moves a byte for S seconds (and a listener nobody joins)\n"
 "\n"
 "buffer:\n"
 "  -m SIZE|N%         buffer size (default 512M; committed only as used)\n"
@@ -95,10 +110,14 @@ void options_usage(FILE *out)
 "  -q                 only errors on stderr\n"
 "  -v                 more messages\n"
 "  -l FILE            also log messages to FILE\n"
+"  -H, --md5, --hash ALGO  print a digest of the data at the end (md5, sha256...)\n"
+"  --pid              print weir's process id\n"
+"  -c                 write file outputs with O_DSYNC;  -L  lock the buffer in RAM\n"
 "  -h, --help         this text;  -V, --version  the version\n"
 "\n"
 "Sizes take k M G T P (binary). Exit status: 0 ok, 1 resources, 2 usage, 3 input,\n"
-"4 output, 5 network, 6 data integrity, 128+N signal N. See weir(1).\n",
+"4 output, 5 network, 6 data integrity, 128+N signal N. See weir(1); under the\n"
+"name mbuffer, weir takes mbuffer's options (weir(1), COMPATIBILITY).\n",
         out);
 }
 
@@ -207,9 +226,9 @@ static int split_hostport(const char *opt, const char *s, bool host_required, ch
         host[close - s - 1] = '\0';
         colon = close + 1;
     } else {
+        /* the port is what follows the last colon, as mbuffer has it:
+         * "::1:7002" is [::1]:7002 */
         colon = strrchr(s, ':');
-        if (colon && strchr(s, ':') != colon)
-            return bad(err, "%s: write the IPv6 address in '%s' as [ADDRESS]:PORT", opt, s);
         if (colon) {
             if ((size_t)(colon - s) >= hostlen)
                 return bad(err, "%s: host name too long in '%s'", opt, s);
@@ -220,8 +239,8 @@ static int split_hostport(const char *opt, const char *s, bool host_required, ch
     const char *p = colon ? colon + 1 : s;
     if (host_required && !host[0])
         return bad(err, "%s: '%s' needs HOST:PORT", opt, s);
-    if (colon && !host[0] && s[0] != '[')
-        return bad(err, "%s: '%s' has an empty host", opt, s);
+    if (colon && !host[0] && s[0] != '[' && host_required)
+        return bad(err, "%s: '%s' has an empty host", opt, s);   /* -I :PORT: every address */
     char *end;
     errno = 0;
     long v = strtol(p, &end, 10);
@@ -340,12 +359,16 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
     if (o->key_file && o->raw)
         return bad(err, "--key-file and --raw contradict each other: plain bytes cannot be "
                    "authenticated");
+    if (o->hash && o->compress)
+        return bad(err, "-H/--hash and -z: the digest is of the data as written, and -z "
+                   "writes it compressed; take the digest where it is decoded (weir -d -H)");
+    int extra = (o->hash ? 1 : 0) + (o->command && o->command_consumes ? 1 : 0);
+    if (o->noutputs + extra > WEIR_MAX_OUTPUTS)
+        return error_set(err, WEIR_EXIT_USAGE, "too many outputs (at most %d, the consumer "
+                         "after -- and the digest of -H included)", WEIR_MAX_OUTPUTS);
     if (o->command && o->command_consumes) {
         if (stdouts > 0)
             return bad(err, "-o - and the consumer after -- both write to standard output");
-        if (o->noutputs == WEIR_MAX_OUTPUTS)
-            return error_set(err, WEIR_EXIT_USAGE, "too many outputs (at most %d, the "
-                             "consumer after -- included)", WEIR_MAX_OUTPUTS);
     }
     return 0;
 }
@@ -375,11 +398,11 @@ static int add_output(struct weir_options *o, int opt, const char *arg, struct w
 static int unsupported(int opt, struct weir_error *err)
 {
     const char *what = "tape volumes and autoloaders";
-    if (opt == 't' || opt == 'T')
+    if (opt == 't' || opt == 'T' || opt == OPT_DIRECT)
         what = "file-backed buffers";
     char name[16];
-    if (opt == OPT_UNSUPPORTED_TAPE)
-        snprintf(name, sizeof name, "--tapeaware");
+    if (opt == OPT_UNSUPPORTED_TAPE || opt == OPT_DIRECT)
+        snprintf(name, sizeof name, opt == OPT_DIRECT ? "--direct" : "--tapeaware");
     else
         snprintf(name, sizeof name, "-%c", opt);
     return error_set(err, WEIR_EXIT_USAGE, "%s: not supported: weir has no %s", name, what);
@@ -394,6 +417,7 @@ static void defaults(struct weir_options *o)
     o->io_timeout = 600;
     o->level = 1;
     o->readahead = DEFAULT_READAHEAD;
+    o->mbuffer_level = -1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
 }
@@ -429,9 +453,51 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
                              c, arg);
         return 0;
     }
-    case 'f': o->force = true; return 0;
+    case 'f': case OPT_TRUNCATE: o->force = true; return 0;
     case 'q': o->quiet = true; return 0;
-    case 'v': o->verbosity++; return 0;
+    case 'v':
+        if (!o->as_mbuffer) {
+            o->verbosity++;
+            return 0;
+        } else {
+            /* mbuffer's -v LEVEL: 0 none, 1 errors, 2 warnings, 3 information
+             * (its default), 4 and up debugging */
+            int level = 0;
+            if (parse_int("-v", arg, 0, 6, &level, err))
+                return -1;
+            o->mbuffer_level = level;
+            return 0;
+        }
+    case 'W':
+        return parse_secs("-W", arg, &o->watchdog, err);
+    case 'H': case OPT_MD5: o->hash = "md5"; return 0;
+    case OPT_HASH:
+        if (!EVP_get_digestbyname(arg))
+            return bad(err, "--hash: '%s' is not a digest this weir knows (md5, sha1, "
+                       "sha256, sha512, blake2b512...)", arg);
+        o->hash = arg;
+        return 0;
+    case OPT_PID: o->print_pid = true; return 0;
+    case 'c': o->dsync = true; return 0;
+    case 'L': o->lock_memory = true; return 0;
+    case 'Q': case OPT_NO_DIRECT: return 0;   /* what they turn off, weir never does */
+    case '0': o->family = AF_UNSPEC; return 0;
+    case 'u':
+        return bad(err, "-u: not supported: weir does not pause after each write; pace "
+                   "the output with -R RATE");
+    case OPT_APPEND:
+        return bad(err, "--append: not supported: weir writes a whole stream to a new file, "
+                   "or with -f over an existing one; append with -o /dev/stdout >> FILE");
+    case OPT_TCPBUFFER:
+        return bad(err, "--tcpbuffer: not supported: weir leaves TCP buffer sizes to the "
+                   "kernel, which tunes them to the connection");
+    case OPT_TCPTIMEO: {
+        double ms;
+        if (parse_secs("--tcptimeo", arg, &ms, err))
+            return -1;
+        o->io_timeout = ms / 1000.0;
+        return 0;
+    }
     case 'l': o->log_path = arg; return 0;
     case 'e': case OPT_STOP_ON_ERROR: o->stop_on_error = true; return 0;
     case '4': case '6': {
@@ -466,7 +532,13 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case 'z':
         o->compress = true;
         return arg ? parse_int("--compress", arg, 1, 12, &o->level, err) : 0;
-    case 'd': o->decode = true; return 0;
+    case 'd':
+        if (o->as_mbuffer)
+            return bad(err, "-d: not supported: under the name mbuffer, -d is mbuffer's 'use "
+                       "the device's block size'; give -s a multiple of it instead (weir -d, "
+                       "decoding, is weir's own)");
+        o->decode = true;
+        return 0;
     case 'T':
         if (arg[0] < '0' || arg[0] > '9')
             return unsupported('T', err);   /* mbuffer's -T FILE */
@@ -474,10 +546,17 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case 'h': o->help = true; return 0;
     case 'V': o->version = true; return 0;
     case 'n': case 'A': case 'a': case 'D': case 't': case OPT_UNSUPPORTED_TAPE:
+    case OPT_DIRECT:
         return unsupported(c, err);
     default:
         return -1;
     }
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
 }
 
 int options_parse(int argc, char **argv, struct weir_options *o, struct weir_error *err)
@@ -491,8 +570,12 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
     const char *last_arg = NULL;
     /* '+': stop at the first non-option, so that "--" and what follows it
      * (the producer's or consumer's own arguments) are left as they are */
-    while ((c = getopt_long(argc, argv, "+:i:o:I:O:m:s:b:P:p:r:R:fqvl:e46zdT:hVn:A:a:D:t",
-                            long_opts, NULL)) != -1) {
+    /* under the name mbuffer, -v takes mbuffer's verbose level */
+    o->as_mbuffer = argc > 0 && argv[0] && strcmp(base_name(argv[0]), "mbuffer") == 0;
+    const char *optstring = o->as_mbuffer
+        ? "+:i:o:I:O:m:s:b:P:p:r:R:fqv:l:e46zdT:hVn:A:a:D:tW:HcLu:Q0"
+        : "+:i:o:I:O:m:s:b:P:p:r:R:fqvl:e46zdT:hVn:A:a:D:tW:HcLu:Q0";
+    while ((c = getopt_long(argc, argv, optstring, long_opts, NULL)) != -1) {
         if (c == '?') {
             if (optopt && optopt < 256)
                 return error_set(err, WEIR_EXIT_USAGE, "unknown option '-%c' (see weir -h)",
@@ -525,6 +608,14 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
     }
     if (o->help || o->version)
         return 0;
+    if (o->as_mbuffer) {
+        if (o->mbuffer_level >= 0 && o->mbuffer_level <= 1)
+            o->quiet = true;
+        if (o->mbuffer_level >= 4) {
+            o->verbosity = o->mbuffer_level - 3;
+            o->quiet = false;   /* mbuffer's -q hides its status line, not its messages */
+        }
+    }
     if (o->input_path && strcmp(o->input_path, "-") == 0)
         o->input_path = NULL;
     if (resolve_sizes(o, &r, err) || check_conflicts(o, ct_given, err))
@@ -556,6 +647,20 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     }
     if (o->command && o->command_consumes)
         c->outputs[c->noutputs++].kind = WEIR_OUT_COMMAND;
+    if (o->hash) {
+        /* the digest is one more reader of the buffer; standard output
+         * stays the output when no other was named */
+        if (c->noutputs == 0)
+            c->outputs[c->noutputs++].kind = WEIR_OUT_STDOUT;
+        c->outputs[c->noutputs].kind = WEIR_OUT_DIGEST;
+        c->outputs[c->noutputs++].path = o->hash;
+    }
+    c->dsync = o->dsync;
+    c->watchdog = o->watchdog;
+    /* under the name mbuffer the peer may be mbuffer, nc or socat: plain
+     * bytes are taken, and sent to a receiver that does not greet */
+    c->listen_plain_too = o->as_mbuffer && !o->raw && !o->key_file;
+    c->plain_after = o->as_mbuffer && !o->key_file && !o->compress ? MBUFFER_PLAIN_AFTER : 0;
     c->mem = o->mem;
     c->block = o->block;
     c->start_write_pct = o->start_write_pct;

@@ -432,12 +432,14 @@ static int open_output(struct pipeline *p, int i, const struct transport *log_t,
         transport_child(&out->t, &out->child, fd);
         return 0;
     }
+    case WEIR_OUT_DIGEST:
+        return transport_digest(&out->t, out->spec->path, err);
     case WEIR_OUT_FILE:
     case WEIR_OUT_STDOUT:
         break;
     }
     const char *path = out->spec->kind == WEIR_OUT_FILE ? out->spec->path : NULL;
-    if (transport_open_output(&out->t, path, c->force, c->stdout_closed, err))
+    if (transport_open_output(&out->t, path, c->force, c->dsync, c->stdout_closed, err))
         return path ? explain_open_failure(p, i, log_t, err) : -1;
     if (refuse_same(&out->t, &p->in, err) || refuse_log(p, &out->t, log_t, err))
         return -1;
@@ -465,13 +467,16 @@ static int open_outputs(struct pipeline *p, const struct transport *log_t,
 static void undo_start(struct pipeline *p)
 {
     struct weir_error ignored;
+    /* stopping: a child gets SIGTERM, its grace period, then SIGKILL (one
+     * that ignores SIGTERM must not keep weir waiting for ever) */
+    atomic_bool stopping = true;
     for (int i = 0; i < p->nout; i++) {
         transport_discard(&p->out[i].t);
         if (p->out[i].has_child)
-            transport_close(&p->out[i].t, false, NULL, &ignored);
+            transport_close(&p->out[i].t, false, &stopping, &ignored);
     }
     if (p->has_producer)
-        transport_close(&p->in, false, NULL, &ignored);
+        transport_close(&p->in, false, &stopping, &ignored);
 }
 
 void weir_config_defaults(struct weir_config *c)
@@ -635,12 +640,13 @@ void weir_destroy(struct weir_engine *e)
     if (!p)
         return;
     struct weir_error ignored;
+    atomic_bool stopping = true;   /* a child still there is stopped, not awaited */
     tcp_listener_close(&p->listener);
-    transport_close(&p->in, false, NULL, &ignored);
+    transport_close(&p->in, false, &stopping, &ignored);
     if (p->has_producer)
         child_release(&p->producer);
     for (int i = 0; i < p->nout; i++) {
-        transport_close(&p->out[i].t, false, NULL, &ignored);
+        transport_close(&p->out[i].t, false, &stopping, &ignored);
         if (p->out[i].has_child)
             child_release(&p->out[i].child);
         for (int k = 0; k < SEAL_AHEAD; k++)
@@ -813,12 +819,70 @@ static void keep_sender_informed(struct pipeline *p, double now)
         session_keepalive(&p->back, written, phase, now);
 }
 
+/* -W: the engine fails when neither the input nor any output has moved a
+ * byte for that long (a receiver's keepalives count for its sender), and
+ * says which end it blames: a listener nobody joined, an input that sends
+ * nothing, or the slowest output.  Waiting for a consumer to exit or for a
+ * receiver's answer after the last byte is not a stall: --timeout bounds a
+ * silent receiver, and a consumer is allowed its time to finish. */
+struct watchdog {
+    double limit;        /* seconds; 0: off */
+    double last_move;    /* when a byte last moved */
+    uint64_t last_sum;   /* bytes moved, summed over every end */
+};
+
+static void watch(struct pipeline *p, struct watchdog *w, double now)
+{
+    if (w->limit <= 0)
+        return;
+    struct weir_error e;
+    sync_lock(&p->lock);
+    uint64_t sum = atomic_load(&p->in_bytes);
+    bool awaiting = atomic_load(&p->stop);
+    const struct output *slowest = NULL;
+    for (int i = 0; i < p->nout; i++) {
+        const struct output *o = &p->out[i];
+        sum += o->cur.bytes + o->peer_written;
+        awaiting |= o->awaiting && !o->dead;
+        if (!o->dead && o->running && (!slowest || o->cur.bytes < slowest->cur.bytes))
+            slowest = o;
+    }
+    if (sum != w->last_sum || awaiting || now - w->last_move < w->limit) {
+        if (sum != w->last_sum || awaiting) {
+            w->last_sum = sum;
+            w->last_move = now;
+        }
+        sync_unlock(&p->lock);
+        return;
+    }
+    const struct ring *r = &p->ring;
+    if (p->cfg->input == WEIR_IN_LISTEN && r->t_start <= 0)
+        error_set(&e, WEIR_EXIT_NETWORK, "watchdog (-W %g): no sender connected to %s",
+                  w->limit, p->listener.addr);
+    else if (!r->input_done && (r->empty_since >= 0 || !r->gate_open || !slowest))
+        error_set(&e, p->in.status ? p->in.status : WEIR_EXIT_INPUT,
+                  "watchdog (-W %g): %s sent nothing for %g s", w->limit, p->in.name,
+                  w->limit);
+    else if (slowest && slowest->spec->kind == WEIR_OUT_TCP)
+        error_set(&e, WEIR_EXIT_NETWORK, strchr(slowest->spec->host, ':')
+                  ? "watchdog (-W %g): output [%s]:%s took nothing for %g s"
+                  : "watchdog (-W %g): output %s:%s took nothing for %g s", w->limit,
+                  slowest->spec->host, slowest->spec->port, w->limit);
+    else
+        error_set(&e, WEIR_EXIT_OUTPUT, "watchdog (-W %g): %s took nothing for %g s",
+                  w->limit, slowest ? slowest->t.name : "the output", w->limit);
+    w->limit = 0;   /* once */
+    sync_unlock(&p->lock);
+    pipeline_fail(p, &e);
+}
+
 /* Wait for signals and thread ends until every thread has returned. */
 static void main_loop(struct pipeline *p, const struct weir_observer *obs)
 {
     double interval = obs && obs->interval > 0 ? obs->interval : 0;
     struct status_state st = {.next = clock_now() + interval};
     double last_kick = 0, next_trim = clock_now() + TRIM_INTERVAL;
+    struct watchdog dog = {.limit = p->cfg->watchdog, .last_move = clock_now()};
     sigset_t set;
     main_signals(&set);
     weir_snapshot((struct weir_engine *)p, &st.prev);
@@ -854,6 +918,7 @@ static void main_loop(struct pipeline *p, const struct weir_observer *obs)
             st.next = clock_now() + interval;
         }
         keep_sender_informed(p, clock_now());
+        watch(p, &dog, clock_now());
         if (clock_now() >= next_trim) {
             sync_lock(&p->lock);
             pool_trim_locked(&p->ring.pool, TRIM_KEEP, TRIM_BATCH);

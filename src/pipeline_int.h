@@ -66,6 +66,8 @@ struct output {
     pthread_t thread;
     pthread_t backchannel;     /* reads the receiver's records (weir over TCP) */
     bool has_backchannel;      /* owned by the writer */
+    bool plain_fallback;       /* owned by the writer: the receiver did not greet, so it
+                                  gets plain bytes (cfg->plain_after) */
     struct ratelimit rl;       /* owned by the writer */
     struct ring_cursor cur;    /* lock: where this output is in the buffer */
     atomic_bool halt;          /* this output must stop (it failed, or all stop) */

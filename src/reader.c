@@ -442,7 +442,8 @@ static int read_input(struct reader *r, struct weir_error *e)
 static int admit_sender(struct pipeline *p, struct weir_error *e)
 {
     const struct tcp_settings *s = &p->cfg->tcp;
-    struct listener_config cfg = {.raw = s->raw, .accept_timeout = s->accept_timeout,
+    struct listener_config cfg = {.raw = s->raw, .plain_too = p->cfg->listen_plain_too,
+                                  .accept_timeout = s->accept_timeout,
                                   .io_timeout = s->io_timeout,
                                   .handshake_timeout = LISTENER_HANDSHAKE_SECS,
                                   .tls = p->tls_server, .epoch_records = p->cfg->epoch_records};

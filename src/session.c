@@ -114,6 +114,7 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
     }
     if (errno == ECANCELED && atomic_load(stop))
         return -1;
+    s->peer_silent = got == 0 && !eof && errno == ETIMEDOUT;
     if (got >= 4 && codec_get32(raw) != CODEC_WEIR_MAGIC) {
         char start[25];
         size_t j = 0;

@@ -202,8 +202,8 @@ int transport_open_input(struct transport *t, const char *path, bool closed,
     return 0;
 }
 
-int transport_open_output(struct transport *t, const char *path, bool force, bool closed,
-                          struct weir_error *err)
+int transport_open_output(struct transport *t, const char *path, bool force, bool dsync,
+                          bool closed, struct weir_error *err)
 {
     transport_none(t);
     fd_transport(t, WEIR_EXIT_OUTPUT);
@@ -225,12 +225,13 @@ int transport_open_output(struct transport *t, const char *path, bool force, boo
                          "%s: file exists (use -f to overwrite it)", t->name);
     /* O_EXCL: no race between the check above and the open; then only a
      * file that did not exist is one weir created */
-    t->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    int sync_flag = dsync ? O_DSYNC : 0;
+    t->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | sync_flag, 0666);
     if (t->fd >= 0) {
         t->created = true;
     } else if (errno == EEXIST) {
         /* -f, or not a regular file (a device or FIFO): open it as it is */
-        t->fd = open(path, O_WRONLY | O_CLOEXEC);
+        t->fd = open(path, O_WRONLY | O_CLOEXEC | sync_flag);
     }
     if (t->fd < 0)
         return error_sys(err, WEIR_EXIT_OUTPUT, errno, "%s: open", t->name);

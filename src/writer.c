@@ -395,7 +395,9 @@ static int raw_confirm(struct output *o, struct weir_error *e)
             return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s", o->t.name), STEP_FAIL;
         for (ssize_t i = 0; i < r && seen < sizeof head; i++)
             head[seen++] = buf[i];
-        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC)
+        /* a weir that takes plain bytes as well (under the name mbuffer)
+         * may have greeted after this sender stopped waiting */
+        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC && !o->plain_fallback)
             return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener, which "
                              "takes plain bytes only with --raw: send without --raw",
                              o->t.name), STEP_FAIL;
@@ -501,12 +503,25 @@ static int writer_open(struct output *o, struct weir_error *e)
     }
     uint32_t block_max = p->encode ? (uint32_t)p->ring.unit : p->wire_block_max;
     session_out_init(&o->session, &o->t, greet, greet && !p->encode, p->encode, block_max);
+    double limit = LISTENER_HANDSHAKE_SECS;
+    if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)
+        limit = c->tcp.io_timeout;
     if (greet) {
-        double limit = LISTENER_HANDSHAKE_SECS;
-        if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)
-            limit = c->tcp.io_timeout;
-        if (session_read_greeting(&o->session, limit, &o->halt, e))
-            return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+        double wait = c->plain_after > 0 && c->plain_after < limit ? c->plain_after : limit;
+        if (session_read_greeting(&o->session, wait, &o->halt, e)) {
+            if (atomic_load(&o->halt))
+                return STEP_STOP;
+            if (!(c->plain_after > 0 && o->session.peer_silent))
+                return STEP_FAIL;
+            /* mbuffer, nc or socat: they never greet, and take plain bytes */
+            log_msg(p->log, LOG_INFO, "%s: no weir greeting within %g s: sending plain bytes, "
+                    "as mbuffer does (the end cannot be verified)", o->t.name, wait);
+            o->plain_fallback = true;
+            greet = false;
+            session_out_init(&o->session, &o->t, false, false, p->encode, block_max);
+        }
+    }
+    if (greet) {
         int rc = check_keys(o, e);
         if (rc == STEP_OK && p->keyed &&
             session_greet_keyed(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
@@ -636,6 +651,8 @@ void *writer_main(void *arg)
     bool told = rc != STEP_OK && writer_abort(o);
     if (writer_close(o, rc, told, &e) == STEP_FAIL && rc == STEP_OK)
         output_fail(o, &e);
+    else if (rc == STEP_OK && o->spec->kind == WEIR_OUT_DIGEST)
+        log_msg(p->log, LOG_NOTICE, "%s hash: %s", o->spec->path, o->t.digest_hex);
     if (p->tls_client && o->spec->kind == WEIR_OUT_TCP) {
         sync_lock(&p->lock);
         p->sealing_writers--;   /* the workers may go once the reader is done too */

@@ -17,6 +17,13 @@
  *     the handshakes of all waiting connections run side by side;
  *   - a --raw listener sends nothing and admits the first connection that
  *     sends a byte (nc and mbuffer do not greet);
+ *   - a listener for plain bytes too (weir under the name mbuffer) admits a
+ *     connection that speaks first (within LISTENER_PLAIN_GRACE) as plain
+ *     bytes without ever greeting it: mbuffer, nc and socat senders send
+ *     their data at once, and a greeting they never read would turn their
+ *     close into a reset that can discard their last bytes.  A connection
+ *     silent for that long is greeted, and then admitted as a weir sender,
+ *     or as plain bytes if what it sends cannot begin a greeting;
  *   - at most LISTENER_PENDING connections wait at once, and at most
  *     LISTENER_PER_ADDRESS from one address; when a new one does not fit,
  *     a waiting one is dropped (from that address first): one that has sent
@@ -50,10 +57,12 @@
 #define LISTENER_PENDING 256
 #define LISTENER_PER_ADDRESS 32
 #define LISTENER_HANDSHAKE_SECS 10.0
+#define LISTENER_PLAIN_GRACE 1.0   /* plain_too: how long a peer may speak first */
 #define LISTENER_AHEAD_MAX 512   /* the stream header, opened from its record */
 
 struct listener_config {
     bool raw;                  /* --raw: plain bytes, no greeting */
+    bool plain_too;            /* greet, and admit plain bytes as well (as mbuffer) */
     struct tls_context *tls;   /* --key-file: the handshake every sender must pass */
     uint64_t epoch_records;    /* records per key epoch (seal.h) */
     double accept_timeout;     /* --accept-timeout; 0: wait for ever */

@@ -22,6 +22,9 @@
 
 #define OPTIONS_MAX_SECS 2147483               /* seconds, so that ms fit an int */
 #define OPTIONS_MAX_READAHEAD (1ULL << 50)     /* 1 PiB */
+/* Under the name mbuffer, a receiver that has not greeted within this many
+ * seconds is taken for mbuffer, nc or socat, and gets plain bytes. */
+#define MBUFFER_PLAIN_AFTER 3.0
 
 enum output_kind { OUTPUT_FILE, OUTPUT_TCP };
 
@@ -78,6 +81,15 @@ struct weir_options {
     /* Not from argv: main() found these standard descriptors closed at
      * startup and put /dev/null there, so using one is an error. */
     bool stdin_closed, stdout_closed;
+
+    /* mbuffer compatibility (man weir, COMPATIBILITY) */
+    bool as_mbuffer;            /* run under the name mbuffer (argv[0]) */
+    double watchdog;            /* -W: seconds without progress anywhere, 0 = off */
+    const char *hash;           /* -H, --md5 (md5), --hash ALGO: a digest of the data */
+    bool print_pid;             /* --pid */
+    bool dsync;                 /* -c: file outputs written with O_DSYNC */
+    bool lock_memory;           /* -L: the buffer locked in memory */
+    int mbuffer_level;          /* mbuffer's -v LEVEL, or -1 */
 
     bool help;                  /* -h: print usage and exit 0 */
     bool version;               /* -V: print version and exit 0 */

@@ -36,6 +36,7 @@ struct session_out {
     bool spoke;              /* the stream's first bytes were written */
     bool greeted;            /* the greeting went out already (before a handshake) */
     uint32_t peer_features;  /* what the receiver's greeting offers */
+    bool peer_silent;        /* no greeting: the peer sent nothing at all in time */
     /* a frame whose write was interrupted: what is left of it */
     unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
     struct iovec pending[3];
@@ -45,7 +46,8 @@ struct session_out {
 void session_out_init(struct session_out *s, struct transport *t, bool greet, bool frame,
                       bool compressed, uint32_t block_max);
 /* Read the receiver's greeting, within limit seconds.  A peer that sends
- * nothing or something else "does not seem to be weir". */
+ * nothing or something else "does not seem to be weir"; peer_silent then
+ * says whether it sent nothing at all (mbuffer, nc and socat do not greet). */
 int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop,
                           struct weir_error *err);
 /* A sender with a key: its greeting, alone, before the handshake. */

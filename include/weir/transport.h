@@ -1,7 +1,7 @@
 /*
  * transport.h - one end of the data: a descriptor (standard input or
  * output, a file, a device, a pipe), a TCP connection, or a child process
- * (the producer or consumer command).  The reader and the writers move
+ * (the producer or consumer command), or a digest of the data (-H).  The reader and the writers move
  * bytes through these operations and never know which kind they have; an
  * encrypted channel is one more kind.
  *
@@ -47,7 +47,7 @@ struct transport_ops {
     int (*close)(struct transport *t, bool success, atomic_bool *stop, struct weir_error *err);
 };
 
-enum transport_kind { TRANSPORT_FD, TRANSPORT_TCP, TRANSPORT_CHILD };
+enum transport_kind { TRANSPORT_FD, TRANSPORT_TCP, TRANSPORT_CHILD, TRANSPORT_DIGEST };
 
 struct transport {
     const struct transport_ops *ops;
@@ -66,6 +66,9 @@ struct transport {
     struct child *child;    /* TRANSPORT_CHILD */
     struct sealed *sealed;  /* an encrypted connection's record state */
     const struct transport_ops *plain_ops;   /* beneath the sealed records */
+    struct evp_md_ctx_st *digest;   /* TRANSPORT_DIGEST: the running digest */
+    char digest_algo[32];           /* its algorithm, as OpenSSL names it */
+    char digest_hex[132];           /* its value in hex, once closed after success */
 };
 
 /* Not open: every operation fails, close does nothing. */
@@ -76,11 +79,12 @@ void transport_none(struct transport *t);
  * startup (an input error, not an empty input). */
 int transport_open_input(struct transport *t, const char *path, bool closed,
                          struct weir_error *err);
-/* path NULL or "-": standard output.  An existing regular file is refused
+/* path NULL or "-": standard output.  dsync: a named file is opened O_DSYNC
+ * (every write reaches stable storage before it returns).  An existing regular file is refused
  * unless force; it is not truncated until transport_truncate(), so that a
  * start that fails later leaves it untouched. */
-int transport_open_output(struct transport *t, const char *path, bool force, bool closed,
-                          struct weir_error *err);
+int transport_open_output(struct transport *t, const char *path, bool force, bool dsync,
+                          bool closed, struct weir_error *err);
 int transport_truncate(struct transport *t, struct weir_error *err);
 /* One file: writing one destroys the other.  Character devices and sockets
  * never are. */
@@ -132,6 +136,11 @@ const struct seal_direction *transport_sealed_tx(const struct transport *t,
 /* A record sealed elsewhere went out in part: nothing may follow it. */
 void transport_sealed_broken(struct transport *t);
 bool transport_sealed_intact(const struct transport *t);
+
+/* ---- a digest of the data (transport_digest.c) ---- */
+/* Writing updates the digest of algo (an OpenSSL name: md5, sha256...);
+ * closing after success leaves its value in digest_hex. */
+int transport_digest(struct transport *t, const char *algo, struct weir_error *err);
 
 /* ---- helpers over the operations ---- */
 int transport_write_all(struct transport *t, const void *buf, size_t n, int timeout_ms,

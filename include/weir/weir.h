@@ -43,11 +43,12 @@ enum weir_output_kind {
     WEIR_OUT_FILE,
     WEIR_OUT_TCP,       /* -O HOST:PORT */
     WEIR_OUT_COMMAND,   /* the consumer: a command whose standard input is written */
+    WEIR_OUT_DIGEST,    /* -H, --hash: a message digest of the data, logged at the end */
 };
 
 struct weir_output {
     enum weir_output_kind kind;
-    const char *path;            /* WEIR_OUT_FILE */
+    const char *path;            /* WEIR_OUT_FILE; WEIR_OUT_DIGEST: the algorithm */
     char host[256];              /* WEIR_OUT_TCP */
     char port[16];
 };
@@ -80,10 +81,20 @@ struct weir_config {
     bool force;                  /* an existing regular output file may be overwritten */
     bool stop_on_error;          /* the first failed output stops everything */
     bool no_sync;                /* do not flush outputs to stable storage */
+    bool dsync;                  /* file outputs are opened O_DSYNC (mbuffer -c) */
+    double watchdog;             /* -W: fail after this many seconds in which neither the
+                                    input nor any output moved a byte; 0 = off */
     uint64_t expect_size;        /* for the ETA; 0 = unknown */
     /* standard descriptors found closed at startup (main put /dev/null there) */
     bool stdin_closed, stdout_closed;
     const char *log_path;        /* the -l file, so that no output may be it */
+
+    /* peers that are not weir (mbuffer, nc, socat): a listener that admits
+     * plain bytes as well as weir senders, and a sender that sends plain
+     * bytes to a receiver that has not greeted within plain_after seconds
+     * (0: such a sender fails) */
+    bool listen_plain_too;
+    double plain_after;
 
     /* keys: connections are authenticated and encrypted (tls.h, seal.h) */
     const char *key_file;

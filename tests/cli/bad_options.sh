@@ -31,7 +31,7 @@ check "--bind needs -I" --bind 127.0.0.1
 check "-O: '127.0.0.1' needs HOST:PORT" -O 127.0.0.1
 check "-O: 'host:99999' has no valid port" -O host:99999
 check "cannot send to port 0" -O host:0
-check "write the IPv6 address in '::1:80' as [ADDRESS]:PORT" -O ::1:80
+check "-O: ':80' needs HOST:PORT" -O :80
 check "-4 and -6 contradict each other" -4 -6
 check "-q and -v contradict each other" -q -v
 check "-z and -d contradict each other" -z -d
