@@ -31,8 +31,8 @@ struct pending {
     unsigned char buf[PENDING_BUF];
     size_t have;
     bool plain;                /* admitted as plain bytes (plain_too) */
-    double greet_at;           /* plain_too: when to greet a peer that is still silent
-                                  (0: greeted, or never) */
+    bool unmarked;             /* plain_too: its SYN had no weir mark, so it is never
+                                  greeted and what it sends is plain bytes */
     struct tls_handshake *tls;
     struct seal_session keys;
 };
@@ -216,10 +216,12 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
             close(fd);
             continue;
         }
-        /* plain_too: a plain sender speaks first, and is never greeted when
-         * it does (a greeting it never reads would make its close a reset) */
-        bool now_greet = !a->cfg->raw && !a->cfg->plain_too;
-        if (tcp_tune(fd, a->cfg->io_timeout) != 0 || (now_greet && greet(a, fd) != 0)) {
+        /* plain_too: only a connection whose SYN bore weir's mark is
+         * greeted; a plain sender never reads, and unread bytes would make
+         * its close a reset (tcp.h) */
+        bool unmarked = a->cfg->plain_too && !tcp_syn_marked(fd);
+        if (tcp_tune(fd, a->cfg->io_timeout) != 0 ||
+            (!a->cfg->raw && !unmarked && greet(a, fd) != 0)) {
             refusal(a, "dropped connection from %s: %s", peer, strerror(errno));
             close(fd);
             continue;
@@ -235,7 +237,7 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
                                                         : a->cfg->handshake_timeout;
         *c = (struct pending){.fd = fd, .addr = ss, .since = now,
                               .deadline = limit > 0 ? now + limit : 0,
-                              .greet_at = a->cfg->plain_too ? now + LISTENER_PLAIN_GRACE : 0};
+                              .unmarked = unmarked};
         snprintf(c->peer, sizeof c->peer, "%s", peer);
         a->count++;
         log_msg(a->log, LOG_DEBUG, "connection from %s: waiting for it to prove itself", peer);
@@ -359,7 +361,7 @@ static int judge_weir(struct admission *a, struct pending *c)
     char why[160], start[32];
     size_t n = c->have;
     if (a->cfg->plain_too && c->state == AWAIT_GREETING &&
-        (c->greet_at > 0 || !could_greet(c->buf, n))) {
+        (c->unmarked || !could_greet(c->buf, n))) {
         c->plain = true;   /* mbuffer, nc, socat: what they sent is the data */
         return 1;
     }
@@ -530,18 +532,7 @@ static double expire(struct admission *a, double now)
     double next = 0;
     for (int i = 0; i < LISTENER_PENDING; i++) {
         struct pending *c = &a->conn[i];
-        if (c->fd < 0)
-            continue;
-        if (c->greet_at > 0 && now >= c->greet_at) {
-            c->greet_at = 0;   /* silent so far: perhaps a weir sender, waiting to be greeted */
-            if (greet(a, c->fd) != 0) {
-                drop(a, c, "dropped connection from %s: %s", strerror(errno));
-                continue;
-            }
-        }
-        if (c->greet_at > 0 && (next == 0 || c->greet_at < next))
-            next = c->greet_at;
-        if (c->deadline == 0)
+        if (c->fd < 0 || c->deadline == 0)
             continue;
         if (now >= c->deadline) {
             char why[96];

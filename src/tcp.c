@@ -89,6 +89,9 @@ static int listen_on(struct tcp_listener *l, const struct addrinfo *ai, bool v6o
     if (fd < 0)
         return error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: socket", where);
     int one = 1, zero = 0;
+    /* the SYN of each connection is kept for tcp_syn_marked(); a kernel
+     * without it only loses the mark, so its failure is not an error */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         (ai->ai_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, v6only ? &one : &zero, sizeof zero) != 0)) {
@@ -192,12 +195,40 @@ void tcp_listener_close(struct tcp_listener *l)
 }
 
 /* One non-blocking connect to one address, bounded by timeout_ms. */
-static int connect_one(const struct addrinfo *ai, int timeout_ms, atomic_bool *stop)
+/* Set the traffic class of what fd sends next (IPv4 TOS, IPv6 TCLASS). */
+static void set_class(int fd, int family, int value)
+{
+    if (family == AF_INET)
+        (void)setsockopt(fd, IPPROTO_IP, IP_TOS, &value, sizeof value);
+    else if (family == AF_INET6)
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &value, sizeof value);
+}
+
+bool tcp_syn_marked(int fd)
+{
+    unsigned char syn[512];
+    socklen_t len = sizeof syn;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len) != 0 || len < 2)
+        return false;
+    int version = syn[0] >> 4, cls;
+    if (version == 4)
+        cls = syn[1];
+    else if (version == 6)
+        cls = (syn[0] & 0x0f) << 4 | syn[1] >> 4;
+    else
+        return false;
+    return (cls & 0xfc) == TCP_WEIR_MARK;   /* the ECN bits are the network's */
+}
+
+static int connect_one(const struct addrinfo *ai, int timeout_ms, atomic_bool *stop,
+                       bool mark)
 {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
                     ai->ai_protocol);
     if (fd < 0)
         return -1;
+    if (mark)   /* the SYN only: the class is reset below */
+        set_class(fd, ai->ai_family, TCP_WEIR_MARK);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
         if (errno != EINPROGRESS) {
             int e = errno;
@@ -219,6 +250,8 @@ static int connect_one(const struct addrinfo *ai, int timeout_ms, atomic_bool *s
             return -1;
         }
     }
+    if (mark)
+        set_class(fd, ai->ai_family, 0);
     return fd;
 }
 
@@ -253,7 +286,7 @@ int tcp_connect(const char *host, const char *port, const struct tcp_settings *o
             for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
                 double left = deadline - clock_now();
                 int ms = left > 5 ? 5000 : left > 0.2 ? (int)(left * 1000) : 200;
-                int fd = connect_one(ai, ms, stop);
+                int fd = connect_one(ai, ms, stop, !o->raw);
                 if (fd >= 0) {
                     freeaddrinfo(res);
                     if (tcp_tune(fd, o->io_timeout) != 0) {

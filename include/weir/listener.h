@@ -17,13 +17,12 @@
  *     the handshakes of all waiting connections run side by side;
  *   - a --raw listener sends nothing and admits the first connection that
  *     sends a byte (nc and mbuffer do not greet);
- *   - a listener for plain bytes too (weir under the name mbuffer) admits a
- *     connection that speaks first (within LISTENER_PLAIN_GRACE) as plain
- *     bytes without ever greeting it: mbuffer, nc and socat senders send
- *     their data at once, and a greeting they never read would turn their
- *     close into a reset that can discard their last bytes.  A connection
- *     silent for that long is greeted, and then admitted as a weir sender,
- *     or as plain bytes if what it sends cannot begin a greeting;
+ *   - a listener for plain bytes too (weir under the name mbuffer) greets
+ *     only a connection whose SYN bore weir's mark (tcp.h) and admits it as
+ *     above; any other connection is never greeted (mbuffer, nc and socat
+ *     never read, and a greeting left unread would turn their close into a
+ *     reset that can discard their last bytes), and what it sends is plain
+ *     bytes;
  *   - at most LISTENER_PENDING connections wait at once, and at most
  *     LISTENER_PER_ADDRESS from one address; when a new one does not fit,
  *     a waiting one is dropped (from that address first): one that has sent
@@ -57,7 +56,6 @@
 #define LISTENER_PENDING 256
 #define LISTENER_PER_ADDRESS 32
 #define LISTENER_HANDSHAKE_SECS 10.0
-#define LISTENER_PLAIN_GRACE 1.0   /* plain_too: how long a peer may speak first */
 #define LISTENER_AHEAD_MAX 512   /* the stream header, opened from its record */
 
 struct listener_config {

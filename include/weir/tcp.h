@@ -56,6 +56,17 @@ int tcp_connect(const char *host, const char *port, const struct tcp_settings *s
                 struct weir_error *err);
 /* Keepalive, TCP_USER_TIMEOUT, TCP_NODELAY and non-blocking mode. */
 int tcp_tune(int fd, double io_timeout);
+/* A weir sender marks the SYN of its connection (a connection that is not
+ * --raw) with this traffic class (DSCP 1, "lower effort"; the class is reset
+ * once connected), so that a listener that also takes plain bytes (weir
+ * under the name mbuffer) can greet it at once, and never greets a plain
+ * sender: a greeting that mbuffer never reads turns its close into a reset,
+ * which can discard its last bytes.  A network that rewrites the class only
+ * loses the mark: such a sender then falls back to plain bytes. */
+#define TCP_WEIR_MARK 0x04
+/* Whether an accepted connection's SYN carried the mark (the listening
+ * socket keeps SYNs; reading it frees it). */
+bool tcp_syn_marked(int fd);
 /* Render a socket address as "1.2.3.4:5" or "[::1]:5". */
 void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 
