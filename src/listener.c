@@ -30,6 +30,7 @@ struct pending {
     } state;
     unsigned char buf[PENDING_BUF];
     size_t have;
+    uint64_t received;         /* every byte read from it, the handshake's too */
     struct tls_handshake *tls;
     struct seal_session keys;
 };
@@ -407,6 +408,8 @@ static int hear(struct admission *a, struct pending *c)
         ssize_t r = recv(c->fd, in, sizeof in, 0);
         if (r < 0 && (errno == EAGAIN || errno == EINTR))
             return 0;
+        if (r > 0)
+            c->received += (uint64_t)r;
         if (r <= 0) {
             drop(a, c, "dropped connection from %s: %s", "it closed during the handshake");
             return -1;
@@ -433,6 +436,7 @@ static int hear(struct admission *a, struct pending *c)
         return -1;
     }
     c->have += (size_t)r;
+    c->received += (uint64_t)r;
     return judge_weir(a, c);
 }
 
@@ -444,6 +448,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     char name[100];
     snprintf(name, sizeof name, "input %s", c->peer);
     transport_tcp(t, c->fd, name);
+    t->wire_before = c->received;
     *nahead = 0;
     if (c->state == AWAIT_RECORD) {
         /* the header was opened to judge it; the stream decoder reads it
