@@ -769,6 +769,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->out_bytes = r->min_out;
     s->data_bytes = p->data_bytes;
     s->transform = p->encode || p->decoding;
+    s->decoding = p->decoding;
     s->wire_bytes = p->encode ? r->queued_bytes : p->decoding ? s->in_bytes : 0;
     s->held = ring_fill_locked(r);
     s->capacity = ring_capacity_locked(r);
