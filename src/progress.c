@@ -340,7 +340,7 @@ static uint64_t written_out(const struct stats_snapshot *s)
  * the user's data, which the slowest output has written; a regular-file
  * input's size counts the file, which is the user's data unless weir
  * decodes it (then what was read of it counts).  False: no total known. */
-static bool progress_of(const struct stats_snapshot *s, double *total, double *done)
+static bool progress_of(const struct stats_snapshot *s, uint64_t *total, double *done)
 {
     double written = (double)written_out(s);
     if (s->transform && !s->decoding) {
@@ -351,12 +351,12 @@ static bool progress_of(const struct stats_snapshot *s, double *total, double *d
             written = (double)s->data_bytes;
     }
     if (s->expect) {
-        *total = (double)s->expect;
+        *total = s->expect;
         *done = written;
         return true;
     }
     if (s->input_size) {
-        *total = (double)s->input_size;
+        *total = s->input_size;
         *done = s->decoding ? (double)s->in_bytes : written;
         return true;
     }
@@ -415,10 +415,13 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
     add_u64(l, "buffer_capacity", s->capacity);
     add(l, ",\"buffer_percent\":%.1f",
         s->capacity ? 100.0 * (double)s->held / (double)s->capacity : 0.0);
-    double total, done;
-    if (progress_of(s, &total, &done)) {
+    uint64_t size;
+    double done;
+    if (progress_of(s, &size, &done)) {
+        double total = (double)size;
         double pct = total > 0 ? 100.0 * done / total : 100.0;
-        add(l, ",\"size\":%.0f,\"percent\":%.1f", total, pct > 100 ? 100.0 : pct);
+        add(l, ",\"size\":%llu,\"percent\":%.1f", (unsigned long long)size,
+            pct > 100 ? 100.0 : pct);
         if (done >= total)
             add(l, ",\"eta\":0");
         else if (done > 0 && s->elapsed > 0 && !failed)

@@ -212,6 +212,9 @@ has_msg "$TMP/err" "are the same file" "the output as the target: says why"
 ok "--progress=json=x -o x leaves nothing behind"
 expect 2 "--progress=json=3 3>>out -o out" bash -c \
     '"$0" -q -i "$1" -o "$2" -f --progress=json=3 3>>"$2"' "$WEIR" in out
+expect 2 "--progress=json=f -l f" "$WEIR" -q -i in -o /dev/null -l logged \
+    --progress=json=logged
+has_msg "$TMP/err" "are the same file" "the -l file as the target: says why"
 expect 2 "--progress into a missing directory" "$WEIR" -i in -o /dev/null \
     --progress=json=no/such/dir/p
 has_msg "$TMP/err" "progress no/such/dir/p: open: No such file or directory" "the file is named"
