@@ -336,11 +336,12 @@ static uint64_t written_out(const struct stats_snapshot *s)
     return slowest != UINT64_MAX ? slowest : most;
 }
 
-/* Of the expected total, how much is done, in the same unit: --size counts
- * the user's data, which the slowest output has written; a regular-file
- * input's size counts the file, which is the user's data unless weir
- * decodes it (then what was read of it counts).  False: no total known. */
-static bool progress_of(const struct stats_snapshot *s, uint64_t *total, double *done)
+/* The expected total and the share of it done (0 to 1).  --size counts
+ * the user's data; so does a regular-file input's size, unless weir
+ * decodes the file: then the data it holds is estimated from the file's
+ * size at the ratio so far.  Done is the data the slowest output wrote.
+ * False: no total known. */
+static bool progress_of(const struct stats_snapshot *s, uint64_t *total, double *share)
 {
     double written = (double)written_out(s);
     if (s->transform && !s->decoding) {
@@ -350,17 +351,24 @@ static bool progress_of(const struct stats_snapshot *s, uint64_t *total, double 
         if (written > (double)s->data_bytes)
             written = (double)s->data_bytes;
     }
+    double data;
     if (s->expect) {
         *total = s->expect;
-        *done = written;
-        return true;
-    }
-    if (s->input_size) {
+        data = (double)s->expect;
+    } else if (s->input_size) {
         *total = s->input_size;
-        *done = s->decoding ? (double)s->in_bytes : written;
-        return true;
+        data = (double)s->input_size;
+        if (s->decoding && s->in_bytes >= s->input_size)
+            data = (double)s->data_bytes;   /* read whole: its data is known */
+        else if (s->decoding)
+            data = s->in_bytes ? data * (double)s->data_bytes / (double)s->in_bytes : 0;
+    } else {
+        return false;
     }
-    return false;
+    *share = data > 0 ? written / data : 0;
+    if (*share > 1)
+        *share = 1;
+    return true;
 }
 
 static double wall_time(const struct progress *pr)
@@ -416,16 +424,13 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
     add(l, ",\"buffer_percent\":%.1f",
         s->capacity ? 100.0 * (double)s->held / (double)s->capacity : 0.0);
     uint64_t size;
-    double done;
-    if (progress_of(s, &size, &done)) {
-        double total = (double)size;
-        double pct = total > 0 ? 100.0 * done / total : 100.0;
-        add(l, ",\"size\":%llu,\"percent\":%.1f", (unsigned long long)size,
-            pct > 100 ? 100.0 : pct);
-        if (done >= total)
+    double share;
+    if (progress_of(s, &size, &share)) {
+        add(l, ",\"size\":%llu,\"percent\":%.1f", (unsigned long long)size, 100.0 * share);
+        if (share >= 1)
             add(l, ",\"eta\":0");
-        else if (done > 0 && s->elapsed > 0 && !failed)
-            add(l, ",\"eta\":%.1f", (total - done) / (done / s->elapsed));
+        else if (share > 0 && s->elapsed > 0 && !failed)
+            add(l, ",\"eta\":%.1f", s->elapsed * (1 - share) / share);
         else
             add(l, ",\"eta\":null");
     } else {

@@ -141,6 +141,11 @@ jcheck "-R 2M with --size" p4.jsonl 0 plain \
     'len([l for l in lines if l["event"] == "progress"]) >= 3' \
     'any(l["eta"] is not None and l["eta"] > 0 for l in lines[1:-1])' \
     'all(l["size"] == 3145728 for l in lines)'
+expect 0 "-d -R 2M of a file, --interval 0.2" bash -c \
+    '"$0" -q -d -R 2M -i "$1" -o /dev/null --progress=json=3 --interval 0.2 3>"$2"' \
+    "$WEIR" out.lz4 p6.jsonl
+jcheck "-d -R 2M from a file" p6.jsonl 0 plain 'end["encoded"] == end["in"] == end["size"]' \
+    'end["data"] == 3145728' 'any(0 < l["percent"] < 100 and l["eta"] > 0 for l in lines[1:-1])'
 expect 0 "a pipe without --size" bash -c \
     'cat "$1" | "$0" -q -o /dev/null --progress=json=3 3>"$2"' "$WEIR" in p5.jsonl
 jcheck "no size known" p5.jsonl 0 plain 'all(l["eta"] is None and l["size"] is None for l in lines)'
