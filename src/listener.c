@@ -33,6 +33,7 @@ struct pending {
     bool plain;                /* admitted as plain bytes (plain_too) */
     bool unmarked;             /* plain_too: its SYN had no weir mark, so it is never
                                   greeted and what it sends is plain bytes */
+    uint64_t received;         /* every byte read from it, the handshake's too */
     struct tls_handshake *tls;
     struct seal_session keys;
 };
@@ -438,6 +439,8 @@ static int hear(struct admission *a, struct pending *c)
         ssize_t r = recv(c->fd, in, sizeof in, 0);
         if (r < 0 && (errno == EAGAIN || errno == EINTR))
             return 0;
+        if (r > 0)
+            c->received += (uint64_t)r;
         if (r <= 0) {
             drop(a, c, "dropped connection from %s: %s", "it closed during the handshake");
             return -1;
@@ -468,6 +471,7 @@ static int hear(struct admission *a, struct pending *c)
         return -1;
     }
     c->have += (size_t)r;
+    c->received += (uint64_t)r;
     return judge_weir(a, c);
 }
 
@@ -479,6 +483,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     char name[100];
     snprintf(name, sizeof name, "input %s", c->peer);
     transport_tcp(t, c->fd, name);
+    t->wire_before = c->received;
     *nahead = 0;
     if (c->state == AWAIT_RECORD) {
         /* the header was opened to judge it; the stream decoder reads it

@@ -1,6 +1,7 @@
 /*
  * main.c - weir's command line: options, logging, the engine, the status
- * line and the summary, the exit status.
+ * line and the summary, the JSON progress lines (progress.h), the exit
+ * status.
  *
  * main() is the only place that prints a fatal setup error and the only
  * place that exits.  Everything after setup is the engine's (weir.h); this
@@ -19,7 +20,9 @@
 #include "weir/keyfile.h"
 #include "weir/log.h"
 #include "weir/options.h"
+#include "weir/progress.h"
 #include "weir/report.h"
+#include "weir/sync.h"
 #include "weir/weir.h"
 
 #ifndef WEIR_VERSION
@@ -52,18 +55,35 @@ static int standard_descriptors(bool closed[3])
     return 0;
 }
 
-/* The engine's observer: the status line, redrawn in place on a terminal,
- * or printed whole when SIGUSR1 asks for it. */
-static void draw_status(void *ctx, const struct stats_snapshot *prev,
-                        const struct stats_snapshot *now, bool whole_line)
+/* What the engine's observer draws: the status line and the progress
+ * lines, each at its own interval; the engine calls it at the shorter. */
+struct observer {
+    struct weir_log *log;
+    bool status_on;                   /* the status line is drawn */
+    double status_next;               /* monotonic time it is due again */
+    struct stats_snapshot status_prev;   /* its last, for its rates */
+    struct progress *progress;
+    double tick;                      /* the engine's interval */
+};
+
+/* The status line, redrawn in place on a terminal, or printed whole when
+ * SIGUSR1 asks for it (as is a progress line then). */
+static void observe(void *ctx, const struct stats_snapshot *prev,
+                    const struct stats_snapshot *now, bool whole_line)
 {
-    struct weir_log *log = ctx;
+    struct observer *ob = ctx;
     char line[400];
-    stats_status_line(prev, now, line, sizeof line);
-    if (whole_line)
-        log_status_line(log, line);
-    else
-        log_status(log, line);
+    double t = clock_now();
+    if (whole_line) {
+        stats_status_line(prev, now, line, sizeof line);
+        log_status_line(ob->log, line);
+    } else if (ob->status_on && t + ob->tick / 2 >= ob->status_next) {
+        stats_status_line(&ob->status_prev, now, line, sizeof line);
+        log_status(ob->log, line);
+        ob->status_prev = *now;
+        ob->status_next = t + STATUS_INTERVAL;
+    }
+    progress_observe(ob->progress, now, t, ob->tick, whole_line);
 }
 
 /* --genkey FILE: a new key named --key-id or after this host. */
@@ -87,17 +107,33 @@ static int genkey(const struct weir_options *opts)
     return WEIR_EXIT_OK;
 }
 
-static int run(const struct weir_options *opts, struct weir_log *log)
+/* A start that failed: the progress lines say so too, unless weir refused
+ * to start at all (exit 2, as for a bad option: nothing is written). */
+static void progress_failed_start(struct progress *pr, const struct weir_error *err)
+{
+    if (err->status == WEIR_EXIT_USAGE) {
+        progress_abandon(pr);
+        return;
+    }
+    struct stats_snapshot none;
+    memset(&none, 0, sizeof none);
+    none.phase = STATS_DONE;
+    progress_end(pr, &none, err->status, err->msg);
+}
+
+static int run(const struct weir_options *opts, struct weir_log *log, struct progress *pr)
 {
     struct weir_config cfg;
     struct weir_error err;
     options_to_config(opts, &cfg);
+    progress_config(pr, &cfg);
     /* test-only: change keys every few records, so that tests cross epochs */
     const char *epochs = getenv("WEIR_TEST_EPOCH_RECORDS");
     if (epochs)
         cfg.epoch_records = strtoull(epochs, NULL, 10);
     if (weir_signals_block(&err)) {
         log_msg(log, LOG_ERROR, "%s", err.msg);
+        progress_failed_start(pr, &err);
         return err.status;
     }
     struct weir_engine *engine = NULL;
@@ -109,12 +145,22 @@ static int run(const struct weir_options *opts, struct weir_log *log)
         if (status > WEIR_EXIT_SIGNAL && !opts->quiet)
             log_status_line(log, "summary: INCOMPLETE: nothing was transferred (interrupted "
                             "while starting)");
+        progress_failed_start(pr, &err);
     } else {
-        struct weir_observer obs = {.status = draw_status, .ctx = log,
-                                    .interval = log->tty && !opts->quiet ? STATUS_INTERVAL
-                                                                          : 0};
-        status = weir_run(engine, &obs);
+        /* JSON lines on standard error take the place of the status line */
+        struct observer ob = {.log = log, .progress = pr,
+                              .status_on = log->tty && !opts->quiet && !progress_on_stderr(pr)};
+        double tick = ob.status_on ? STATUS_INTERVAL : 0;
+        if (progress_on(pr) && (tick == 0 || pr->interval < tick))
+            tick = pr->interval;
+        ob.tick = tick;
+        ob.status_next = clock_now() + STATUS_INTERVAL;
         struct stats_snapshot s;
+        weir_snapshot(engine, &s);
+        ob.status_prev = s;
+        progress_begin(pr, &s);
+        struct weir_observer obs = {.status = observe, .ctx = &ob, .interval = tick};
+        status = weir_run(engine, &obs);
         weir_snapshot(engine, &s);
         log_status_end(log);
         if (!opts->quiet) {
@@ -122,6 +168,7 @@ static int run(const struct weir_options *opts, struct weir_log *log)
             stats_summary(&s, weir_succeeded(engine), line, sizeof line);
             log_status_line(log, line);
         }
+        progress_end(pr, &s, status, s.failure);
     }
     weir_destroy(engine);
     return status;
@@ -169,7 +216,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "weir: log %s: open: %s\n", opts.log_path, strerror(errno));
         return WEIR_EXIT_USAGE;
     }
-    int status = run(&opts, &log);
+    struct progress pr;
+    progress_off(&pr);
+    if (opts.progress &&
+        progress_open(&pr, opts.progress_to_fd ? opts.progress_fd : -1, opts.progress_path,
+                      opts.interval, closed, &log, &err)) {
+        fprintf(stderr, "weir: %s\n", err.msg);
+        log_close(&log);
+        return err.status;
+    }
+    int status = run(&opts, &log, &pr);
+    progress_close(&pr);
     log_close(&log);
     return status;
 }

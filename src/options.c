@@ -25,6 +25,7 @@ enum long_only {
     /* mbuffer's long options */
     OPT_MD5, OPT_HASH, OPT_PID, OPT_APPEND, OPT_TRUNCATE, OPT_NO_DIRECT, OPT_DIRECT,
     OPT_TCPBUFFER, OPT_TCPTIMEO,
+    OPT_PROGRESS, OPT_INTERVAL,
 };
 
 static const struct option long_opts[] = {
@@ -55,6 +56,8 @@ static const struct option long_opts[] = {
     {"direct", no_argument, NULL, OPT_DIRECT},
     {"tcpbuffer", required_argument, NULL, OPT_TCPBUFFER},
     {"tcptimeo", required_argument, NULL, OPT_TCPTIMEO},
+    {"progress", required_argument, NULL, OPT_PROGRESS},
+    {"interval", required_argument, NULL, OPT_INTERVAL},
     {NULL, 0, NULL, 0},
 };
 
@@ -107,6 +110,9 @@ void options_usage(FILE *out)
 "\n"
 "reporting:\n"
 "  --size SIZE        expected total, for percent done and ETA\n"
+"  --progress=json[=FD|=PATH]  progress as JSON lines, for programs: to stderr\n"
+"                     (instead of the status line), descriptor FD or file PATH\n"
+"  --interval S       seconds between --progress lines (default 1)\n"
 "  -q                 only errors on stderr\n"
 "  -v                 more messages\n"
 "  -l FILE            also log messages to FILE\n"
@@ -408,6 +414,44 @@ static int unsupported(int opt, struct weir_error *err)
     return error_set(err, WEIR_EXIT_USAGE, "%s: not supported: weir has no %s", name, what);
 }
 
+/* --progress=json, json=FD (digits only) or json=PATH (./3 is a file). */
+static int parse_progress(struct weir_options *o, const char *arg, struct weir_error *err)
+{
+    if (o->progress)
+        return bad(err, "--progress: given more than once");
+    if (strncmp(arg, "json", 4) != 0 || (arg[4] != '\0' && arg[4] != '='))
+        return bad(err, "--progress: '%s' is not json, json=FD or json=PATH", arg);
+    o->progress = true;
+    if (arg[4] == '\0')
+        return 0;
+    const char *target = arg + 5;
+    if (!*target)
+        return bad(err, "--progress: '%s' names no descriptor or file", arg);
+    if (strspn(target, "0123456789") == strlen(target)) {
+        char *end;
+        errno = 0;
+        long fd = strtol(target, &end, 10);
+        if (errno || *end || fd > INT_MAX)
+            return bad(err, "--progress: %s is not a descriptor number (write ./%s for a "
+                       "file)", target, target);
+        o->progress_to_fd = true;
+        o->progress_fd = (int)fd;
+        return 0;
+    }
+    o->progress_path = target;
+    return 0;
+}
+
+/* --interval only paces --progress; its default is 1 s. */
+static int check_progress(struct weir_options *o, struct weir_error *err)
+{
+    if (o->interval > 0 && !o->progress)
+        return bad(err, "--interval needs --progress");
+    if (o->interval <= 0)
+        o->interval = 1;
+    return 0;
+}
+
 static void defaults(struct weir_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -548,6 +592,14 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case 'n': case 'A': case 'a': case 'D': case 't': case OPT_UNSUPPORTED_TAPE:
     case OPT_DIRECT:
         return unsupported(c, err);
+    case OPT_PROGRESS:
+        return parse_progress(o, arg, err);
+    case OPT_INTERVAL:
+        if (parse_secs("--interval", arg, &o->interval, err))
+            return -1;
+        if (!(o->interval > 0))
+            return bad(err, "--interval: '%s' is not a positive number of seconds", arg);
+        return 0;
     default:
         return -1;
     }
@@ -618,7 +670,8 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
     }
     if (o->input_path && strcmp(o->input_path, "-") == 0)
         o->input_path = NULL;
-    if (resolve_sizes(o, &r, err) || check_conflicts(o, ct_given, err))
+    if (resolve_sizes(o, &r, err) || check_conflicts(o, ct_given, err) ||
+        check_progress(o, err))
         return -1;
     return 0;
 }

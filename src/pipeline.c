@@ -368,6 +368,21 @@ static int refuse_log(struct pipeline *p, const struct transport *t,
                      log_t->name);
 }
 
+/* The files weir writes besides its outputs: the -l log, and the caller's
+ * progress target (weir_config.progress_fd).  No input or output may be
+ * either. */
+struct side_files {
+    struct transport log, progress;
+};
+
+static int refuse_side(struct pipeline *p, const struct transport *t,
+                       const struct side_files *side, struct weir_error *err)
+{
+    if (refuse_log(p, t, &side->log, err))
+        return -1;
+    return refuse_same(t, &side->progress, err);
+}
+
 static int open_input(struct pipeline *p, struct weir_error *err)
 {
     const struct weir_config *c = p->cfg;
@@ -394,6 +409,18 @@ static void setup_output(struct pipeline *p, struct output *out, const struct we
 {
     out->p = p;
     out->spec = spec;
+    static const char *const kinds[] = {[WEIR_OUT_STDOUT] = "stdout", [WEIR_OUT_FILE] = "file",
+                                        [WEIR_OUT_TCP] = "connection",
+                                        [WEIR_OUT_COMMAND] = "command",
+                                        [WEIR_OUT_DIGEST] = "digest"};
+    out->kind = kinds[spec->kind];
+    out->state = spec->kind == WEIR_OUT_TCP ? STATS_OUT_CONNECTING : STATS_OUT_WRITING;
+    atomic_init(&out->net, 0);
+    /* the name its writer gives the connection; the others take their
+     * transport's once it is open */
+    if (spec->kind == WEIR_OUT_TCP)
+        snprintf(out->name, sizeof out->name, strchr(spec->host, ':') ? "output [%s]:%s"
+                 : "output %s:%s", spec->host, spec->port);
     transport_none(&out->t);
     ratelimit_init(&out->rl, p->cfg->write_rate);
     atomic_init(&out->halt, false);
@@ -401,8 +428,9 @@ static void setup_output(struct pipeline *p, struct output *out, const struct we
 }
 
 /* A file output that cannot be opened because the file exists may be one
- * weir created a moment ago for another -o (-o a -o ./a). */
-static int explain_open_failure(struct pipeline *p, int i, const struct transport *log_t,
+ * weir created a moment ago for another -o (-o a -o ./a), or the progress
+ * target. */
+static int explain_open_failure(struct pipeline *p, int i, const struct side_files *side,
                                 struct weir_error *err)
 {
     char name[300];
@@ -412,11 +440,11 @@ static int explain_open_failure(struct pipeline *p, int i, const struct transpor
     for (int j = 0; j < i; j++)
         if (refuse_same(&again, &p->out[j].t, err))
             return -1;
-    (void)refuse_log(p, &again, log_t, err);   /* -o x -l x: the log created x */
+    (void)refuse_side(p, &again, side, err);   /* -o x -l x: the log created x */
     return -1;
 }
 
-static int open_output(struct pipeline *p, int i, const struct transport *log_t,
+static int open_output(struct pipeline *p, int i, const struct side_files *side,
                        struct weir_error *err)
 {
     const struct weir_config *c = p->cfg;
@@ -430,18 +458,23 @@ static int open_output(struct pipeline *p, int i, const struct transport *log_t,
             return -1;
         out->has_child = true;
         transport_child(&out->t, &out->child, fd);
+        snprintf(out->name, sizeof out->name, "%s", out->t.name);
         return 0;
     }
     case WEIR_OUT_DIGEST:
-        return transport_digest(&out->t, out->spec->path, err);
+        if (transport_digest(&out->t, out->spec->path, err))
+            return -1;
+        snprintf(out->name, sizeof out->name, "%s", out->t.name);
+        return 0;
     case WEIR_OUT_FILE:
     case WEIR_OUT_STDOUT:
         break;
     }
     const char *path = out->spec->kind == WEIR_OUT_FILE ? out->spec->path : NULL;
     if (transport_open_output(&out->t, path, c->force, c->dsync, c->stdout_closed, err))
-        return path ? explain_open_failure(p, i, log_t, err) : -1;
-    if (refuse_same(&out->t, &p->in, err) || refuse_log(p, &out->t, log_t, err))
+        return path ? explain_open_failure(p, i, side, err) : -1;
+    snprintf(out->name, sizeof out->name, "%s", out->t.name);
+    if (refuse_same(&out->t, &p->in, err) || refuse_side(p, &out->t, side, err))
         return -1;
     for (int j = 0; j < i; j++)
         if (refuse_same(&out->t, &p->out[j].t, err))
@@ -451,11 +484,11 @@ static int open_output(struct pipeline *p, int i, const struct transport *log_t,
 
 /* Open every output and check it against the input, the log and the other
  * outputs.  Nothing is truncated until every check has passed. */
-static int open_outputs(struct pipeline *p, const struct transport *log_t,
+static int open_outputs(struct pipeline *p, const struct side_files *side,
                         struct weir_error *err)
 {
     for (int i = 0; i < p->nout; i++)
-        if (open_output(p, i, log_t, err))
+        if (open_output(p, i, side, err))
             return -1;
     for (int i = 0; i < p->nout; i++)
         if (transport_truncate(&p->out[i].t, err))
@@ -491,6 +524,7 @@ void weir_config_defaults(struct weir_config *c)
     c->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
     c->tcp.connect_timeout = 30;
     c->tcp.io_timeout = 600;
+    c->progress_fd = -1;
 }
 
 /* --key-file: the keys, and the handshakes' contexts for each side. */
@@ -530,14 +564,22 @@ static int create(struct pipeline *p, struct weir_error *err)
     /* the input first: a start that fails leaves no output behind */
     if (open_input(p, err))
         return -1;
-    struct transport log_t;
-    transport_none(&log_t);
+    struct stat st;
+    if (p->in.regular && fstat(p->in.fd, &st) == 0 && st.st_size > 0)
+        p->input_size = (uint64_t)st.st_size;   /* for an ETA; unknown if fstat fails */
+    struct side_files side;
+    transport_none(&side.log);
+    transport_none(&side.progress);
     if (p->log->file) {
         char name[300];
         snprintf(name, sizeof name, "log %s", c->log_path ? c->log_path : "");
-        transport_identify_fd(&log_t, fileno(p->log->file), name);
+        transport_identify_fd(&side.log, fileno(p->log->file), name);
     }
-    if (refuse_log(p, &p->in, &log_t, err) || open_outputs(p, &log_t, err)) {
+    if (c->progress_fd >= 0)
+        transport_identify_fd(&side.progress, c->progress_fd,
+                              c->progress_name ? c->progress_name : "progress");
+    if (refuse_log(p, &side.progress, &side.log, err) || refuse_side(p, &p->in, &side, err) ||
+        open_outputs(p, &side, err)) {
         undo_start(p);
         return -1;
     }
@@ -680,6 +722,51 @@ static const char *waiting_for_locked(const struct pipeline *p, struct stats_sna
     return NULL;
 }
 
+_Static_assert(WEIR_MAX_OUTPUTS <= STATS_MAX_OUTPUTS, "a snapshot holds every output");
+
+static enum stats_output_state output_state_locked(const struct output *o)
+{
+    if (o->dead)
+        return STATS_OUT_FAILED;
+    if (o->state == STATS_OUT_DONE || o->state == STATS_OUT_STOPPED)
+        return o->state;
+    if (o->awaiting)
+        return o->has_child ? STATS_OUT_CONSUMER : STATS_OUT_ANSWER;
+    return o->state;
+}
+
+/* The transfer's phase, from the outputs' states already in s. */
+static enum stats_phase phase_locked(const struct pipeline *p, const struct stats_snapshot *s)
+{
+    if (p->finished)
+        return STATS_DONE;
+    if (atomic_load(&p->stop))
+        return STATS_STOPPING;
+    bool awaited = false, busy = false;
+    for (int i = 0; i < s->noutputs; i++) {
+        switch (s->outputs[i].state) {
+        case STATS_OUT_CONNECTING:
+            return STATS_CONNECTING;
+        case STATS_OUT_ANSWER:
+        case STATS_OUT_CONSUMER:
+            awaited = true;
+            break;
+        case STATS_OUT_WRITING:
+        case STATS_OUT_FLUSHING:
+            busy = true;
+            break;
+        default:
+            break;
+        }
+    }
+    const struct ring *r = &p->ring;
+    if (r->t_start <= 0 || (s->in_bytes == 0 && !r->input_done))
+        return STATS_WAITING;
+    if (!r->input_done)
+        return STATS_TRANSFERRING;
+    return awaited && !busy ? STATS_ANSWER : STATS_DRAINING;
+}
+
 void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
 {
     struct pipeline *p = (struct pipeline *)e;
@@ -692,6 +779,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->out_bytes = r->min_out;
     s->data_bytes = p->data_bytes;
     s->transform = p->encode || p->decoding;
+    s->decoding = p->decoding;
     s->wire_bytes = p->encode ? r->queued_bytes : p->decoding ? s->in_bytes : 0;
     s->held = ring_fill_locked(r);
     s->capacity = ring_capacity_locked(r);
@@ -703,6 +791,22 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->expect = p->cfg->expect_size;
     s->t_input_end = r->t_input_end > 0 ? r->t_input_end - r->t_start : 0;
     s->waiting = waiting_for_locked(p, s);
+    s->net_bytes = atomic_load(&p->net_in);
+    s->input_size = p->input_size;
+    s->failed = p->failed;
+    s->failure = p->failed ? p->first.msg : NULL;
+    s->noutputs = p->nout;
+    for (int i = 0; i < p->nout; i++) {
+        const struct output *o = &p->out[i];
+        struct stats_output *so = &s->outputs[i];
+        so->name = o->name;
+        so->kind = o->kind;
+        so->bytes = o->cur.bytes;
+        so->net_bytes = atomic_load(&o->net);
+        so->state = output_state_locked(o);
+        s->net_bytes += so->net_bytes;
+    }
+    s->phase = phase_locked(p, s);
     sync_unlock(&p->lock);
 }
 
@@ -960,6 +1064,12 @@ int weir_run(struct weir_engine *e, const struct weir_observer *obs)
     for (int i = 0; p->failed && i < p->nout; i++)
         if (p->out[i].cur.bytes == 0)
             transport_discard(&p->out[i].t);
+    sync_lock(&p->lock);
+    p->finished = true;
+    for (int i = 0; i < p->nout; i++)
+        if (!p->out[i].started)
+            p->out[i].state = STATS_OUT_STOPPED;   /* its thread never ran */
+    sync_unlock(&p->lock);
     return p->failed ? p->first.status : WEIR_EXIT_OK;
 }
 

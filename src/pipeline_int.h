@@ -94,6 +94,11 @@ struct output {
     uint64_t next_frame_seq;   /* framed: the next stored block's number */
     const struct seal_direction *tx_dir;   /* set before the first job */
     uint64_t epoch_records;
+    /* for snapshots: */
+    char name[300];            /* as messages name it; set before the threads start */
+    const char *kind;          /* "file", "stdout", "connection", "command" */
+    _Atomic uint64_t net;      /* bytes sent on its connection (transport wire_tx) */
+    enum stats_output_state state;   /* lock; a dead output is failed whatever this says */
 };
 
 struct worker {
@@ -140,6 +145,9 @@ struct pipeline {
 
     /* statistics, lock */
     _Atomic uint64_t in_bytes; /* read from the input (atomic, no lock) */
+    _Atomic uint64_t net_in;   /* read from the -I connection at its socket (atomic) */
+    uint64_t input_size;       /* a regular-file input's size when opened, or 0 */
+    bool finished;             /* weir_run has joined every thread */
     uint64_t data_bytes;       /* user data: read (-z) or decoded */
     bool decoding;             /* the input turned out to be a stream to decode */
 

@@ -452,6 +452,9 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
     struct transport t;
     if (listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead, e))
         return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;
+    /* the connection's bytes, from its admission on, for snapshots */
+    atomic_store(&p->net_in, t.wire_before);
+    t.wire_rx = &p->net_in;
     sync_lock(&p->lock);
     p->in = t;   /* the main thread reads in.fd only once answer_sender is set */
     session_in_init(&p->back, &p->in);

@@ -106,18 +106,64 @@ static const char *verdict(const struct stats_snapshot *s, double empty, double 
     return empty > full ? "input was the slower side" : "output was the slower side";
 }
 
+void stats_shares(const struct stats_snapshot *s, double *empty, double *full)
+{
+    *empty = s->elapsed > 0 ? s->t_empty / s->elapsed : 0;
+    *full = s->elapsed > 0 ? s->t_full / s->elapsed : 0;
+    if (*empty > 1)
+        *empty = 1;
+    if (*full > 1)
+        *full = 1;
+}
+
+const char *stats_verdict(const struct stats_snapshot *s, bool complete, char *buf, size_t len)
+{
+    /* a verdict on which side was slower means nothing for a transfer that
+     * failed or moved nothing */
+    if (!complete || s->data_bytes == 0)
+        return NULL;
+    double empty, full;
+    stats_shares(s, &empty, &full);
+    return verdict(s, empty, full, buf, len);
+}
+
+const char *stats_phase_name(enum stats_phase phase)
+{
+    switch (phase) {
+    case STATS_CONNECTING: return "connecting";
+    case STATS_WAITING: return "waiting";
+    case STATS_TRANSFERRING: return "transferring";
+    case STATS_DRAINING: return "draining";
+    case STATS_ANSWER: return "waiting for the answer";
+    case STATS_STOPPING: return "stopping";
+    case STATS_DONE: return "done";
+    }
+    return "unknown";
+}
+
+const char *stats_output_state_name(enum stats_output_state state)
+{
+    switch (state) {
+    case STATS_OUT_CONNECTING: return "connecting";
+    case STATS_OUT_WRITING: return "writing";
+    case STATS_OUT_FLUSHING: return "flushing";
+    case STATS_OUT_ANSWER: return "waiting for the answer";
+    case STATS_OUT_CONSUMER: return "waiting for the consumer";
+    case STATS_OUT_DONE: return "done";
+    case STATS_OUT_FAILED: return "failed";
+    case STATS_OUT_STOPPED: return "stopped";
+    }
+    return "unknown";
+}
+
 void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, size_t len)
 {
     char total[32], rate[32], el[32];
     stats_bytes(s->data_bytes, total, sizeof total);
     stats_rate((double)s->data_bytes, s->elapsed, rate, sizeof rate);
     snprintf(el, sizeof el, "%.2f s", s->elapsed);
-    double empty = s->elapsed > 0 ? s->t_empty / s->elapsed : 0;
-    double full = s->elapsed > 0 ? s->t_full / s->elapsed : 0;
-    if (empty > 1)
-        empty = 1;
-    if (full > 1)
-        full = 1;
+    double empty, full;
+    stats_shares(s, &empty, &full);
     int n = snprintf(buf, len, "summary: %s%s in %s, %s", complete ? "" : "INCOMPLETE: ",
                      total, el, rate);
     if (n < 0 || (size_t)n >= len)
@@ -131,12 +177,9 @@ void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, siz
         if (n < 0 || (size_t)n >= len)
             return;
     }
-    /* a verdict on which side was slower means nothing for a transfer that
-     * failed or moved nothing */
-    if (!complete || s->data_bytes == 0)
-        return;
     char why[128];
-    snprintf(buf + n, len - (size_t)n,
-             "; buffer empty %.0f%% and full %.0f%% of the time: %s", empty * 100,
-             full * 100, verdict(s, empty, full, why, sizeof why));
+    const char *v = stats_verdict(s, complete, why, sizeof why);
+    if (v)
+        snprintf(buf + n, len - (size_t)n, "; buffer empty %.0f%% and full %.0f%% of the time: %s",
+                 empty * 100, full * 100, v);
 }

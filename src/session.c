@@ -277,6 +277,7 @@ static bool flush_pending(struct session_in *s)
 {
     while (s->len > 0) {
         ssize_t n = send(s->t->fd, s->out, s->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        transport_count(s->t->wire_tx, n);
         if (n <= 0)
             return false;
         memmove(s->out, s->out + n, s->len - (size_t)n);
@@ -311,6 +312,7 @@ int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chai
     for (size_t off = 0; off < s->len;) {
         struct iovec iov = {s->out + off, s->len - off};
         ssize_t w = io_writev(s->t->fd, &iov, 1, 10000, &never);
+        transport_count(s->t->wire_tx, w);
         if (w < 0)
             return -1;
         off += (size_t)w;

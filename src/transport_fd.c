@@ -71,13 +71,17 @@ void transport_none(struct transport *t)
 ssize_t transport_fd_read(struct transport *t, void *buf, size_t n, int timeout_ms,
                           atomic_bool *stop)
 {
-    return io_read(t->fd, buf, n, timeout_ms, stop);
+    ssize_t r = io_read(t->fd, buf, n, timeout_ms, stop);
+    transport_count(t->wire_rx, r);
+    return r;
 }
 
 ssize_t transport_fd_writev(struct transport *t, const struct iovec *iov, int cnt,
                             int timeout_ms, atomic_bool *stop)
 {
-    return io_writev(t->fd, iov, cnt, timeout_ms, stop);
+    ssize_t w = io_writev(t->fd, iov, cnt, timeout_ms, stop);
+    transport_count(t->wire_tx, w);
+    return w;
 }
 
 int transport_fd_wait(struct transport *t, short events, int timeout_ms, atomic_bool *stop)

@@ -51,6 +51,7 @@ static int fill_to(struct transport *t, struct sealed *s, size_t want, int timeo
 {
     while (s->rhave < want) {
         ssize_t r = io_read(t->fd, s->rbuf + s->rhave, want - s->rhave, timeout_ms, stop);
+        transport_count(t->wire_rx, r);
         if (r < 0)
             return -1;
         if (r == 0) {
@@ -216,6 +217,7 @@ static ssize_t sealed_writev(struct transport *t, const struct iovec *iov, int c
     size_t sent = 0;
     while (left > 0) {
         ssize_t w = io_writev(t->fd, v, left, timeout_ms, stop);
+        transport_count(t->wire_tx, w);
         if (w < 0) {
             s->tx_broken = sent > 0;
             return -1;

@@ -156,6 +156,7 @@ static int write_sealed(struct output *o, struct seal_job *j, int tmo, struct we
     size_t sent = 0;
     while (left > 0) {
         ssize_t w = io_writev(o->t.fd, v, left, tmo, &o->halt);
+        transport_count(o->t.wire_tx, w);
         if (w < 0) {
             if (sent > 0)
                 transport_sealed_broken(&o->t);   /* no abort after half a record */
@@ -492,14 +493,12 @@ static int writer_open(struct output *o, struct weir_error *e)
     bool tcp = o->spec->kind == WEIR_OUT_TCP;
     bool greet = tcp && !c->tcp.raw;
     if (tcp) {
-        char name[300];
-        snprintf(name, sizeof name, strchr(o->spec->host, ':') ? "output [%s]:%s"
-                 : "output %s:%s", o->spec->host, o->spec->port);
         int fd;
-        if (tcp_connect(o->spec->host, o->spec->port, &c->tcp, &o->halt, p->log, name, &fd,
+        if (tcp_connect(o->spec->host, o->spec->port, &c->tcp, &o->halt, p->log, o->name, &fd,
                         e))
             return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
-        transport_tcp(&o->t, fd, name);
+        transport_tcp(&o->t, fd, o->name);
+        o->t.wire_tx = &o->net;   /* what it sends, at the socket, for snapshots */
     }
     uint32_t block_max = p->encode ? (uint32_t)p->ring.unit : p->wire_block_max;
     session_out_init(&o->session, &o->t, greet, greet && !p->encode, p->encode, block_max);
@@ -538,6 +537,9 @@ static int writer_open(struct output *o, struct weir_error *e)
     }
     if (session_begin(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
         return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+    sync_lock(&p->lock);
+    o->state = STATS_OUT_WRITING;
+    sync_unlock(&p->lock);
     return STEP_OK;
 }
 
@@ -566,8 +568,13 @@ static int writer_end(struct output *o, struct weir_error *e)
         return STEP_FAIL;
     }
     /* success is only reported for data a crash cannot take back */
-    if (!p->cfg->no_sync && transport_sync(&o->t, e))
-        return STEP_FAIL;
+    if (!p->cfg->no_sync && (o->t.regular || o->t.blockdev)) {
+        sync_lock(&p->lock);
+        o->state = STATS_OUT_FLUSHING;
+        sync_unlock(&p->lock);
+        if (transport_sync(&o->t, e))
+            return STEP_FAIL;
+    }
     return STEP_OK;
 }
 
@@ -649,10 +656,14 @@ void *writer_main(void *arg)
     if (rc == STEP_FAIL)
         output_fail(o, &e);
     bool told = rc != STEP_OK && writer_abort(o);
-    if (writer_close(o, rc, told, &e) == STEP_FAIL && rc == STEP_OK)
+    int closed = writer_close(o, rc, told, &e);
+    if (closed == STEP_FAIL && rc == STEP_OK)
         output_fail(o, &e);
-    else if (rc == STEP_OK && o->spec->kind == WEIR_OUT_DIGEST)
+    else if (rc == STEP_OK && closed == STEP_OK && o->spec->kind == WEIR_OUT_DIGEST)
         log_msg(p->log, LOG_NOTICE, "%s hash: %s", o->spec->path, o->t.digest_hex);
+    sync_lock(&p->lock);
+    o->state = closed == STEP_OK ? STATS_OUT_DONE : STATS_OUT_STOPPED;
+    sync_unlock(&p->lock);
     if (p->tls_client && o->spec->kind == WEIR_OUT_TCP) {
         sync_lock(&p->lock);
         p->sealing_writers--;   /* the workers may go once the reader is done too */

@@ -93,6 +93,13 @@ struct weir_options {
 
     bool help;                  /* -h: print usage and exit 0 */
     bool version;               /* -V: print version and exit 0 */
+
+    /* --progress=json[=FD|=PATH], --interval: JSON lines (progress.h) */
+    bool progress;              /* --progress given */
+    bool progress_to_fd;        /* to the descriptor progress_fd */
+    int progress_fd;
+    const char *progress_path;  /* to this file; neither: standard error */
+    double interval;            /* seconds between lines (default 1) */
 };
 
 int options_parse(int argc, char **argv, struct weir_options *o, struct weir_error *err);

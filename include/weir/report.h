@@ -23,5 +23,13 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
                        char *buf, size_t len);
 /* The summary line, starting "summary:". */
 void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, size_t len);
+/* The shares of the time the buffer was empty and full, each 0 to 1. */
+void stats_shares(const struct stats_snapshot *s, double *empty, double *full);
+/* Which side limited the transfer, in buf or a constant; NULL when it
+ * failed or moved nothing (the summary then gives no verdict). */
+const char *stats_verdict(const struct stats_snapshot *s, bool complete, char *buf, size_t len);
+/* The words for a phase and an output's state ("transferring", "done"). */
+const char *stats_phase_name(enum stats_phase phase);
+const char *stats_output_state_name(enum stats_output_state state);
 
 #endif

@@ -8,7 +8,11 @@
  * "data" bytes are the bytes of the user's stream; "wire" bytes are what an
  * endpoint carried when that differs (compressed or framed as a weir stream).
  * The buffer "fill" is the share of the buffer's capacity held by data that
- * the slowest live output has not written yet.
+ * the slowest live output has not written yet.  "net" bytes are what
+ * crossed weir's connections in the data's direction, counted at the
+ * socket: weir's framing and encryption included.
+ *
+ * Strings in a snapshot are the engine's, valid until weir_destroy().
  */
 #ifndef WEIR_STATS_H
 #define WEIR_STATS_H
@@ -17,6 +21,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define STATS_MAX_OUTPUTS 16
+
+/* Where the transfer is, as a whole. */
+enum stats_phase {
+    STATS_CONNECTING,     /* an output is still connecting to its receiver */
+    STATS_WAITING,        /* no byte has come in yet: the input or the sender */
+    STATS_TRANSFERRING,   /* the input is being read */
+    STATS_DRAINING,       /* the input ended; outputs write what the buffer holds */
+    STATS_ANSWER,         /* everything is written; a receiver's answer or a
+                             consumer's exit is awaited */
+    STATS_STOPPING,       /* a failure or a signal stops the engine */
+    STATS_DONE,           /* every thread has returned */
+};
+
+/* Where one output is. */
+enum stats_output_state {
+    STATS_OUT_CONNECTING,   /* -O: connecting, greeting, the handshake */
+    STATS_OUT_WRITING,      /* taking data as it comes */
+    STATS_OUT_FLUSHING,     /* flushing to stable storage after the last byte */
+    STATS_OUT_ANSWER,       /* the stream is sent: awaiting the receiver's answer */
+    STATS_OUT_CONSUMER,     /* its input is closed: awaiting the consumer's exit */
+    STATS_OUT_DONE,         /* complete */
+    STATS_OUT_FAILED,       /* it failed (its error was reported) */
+    STATS_OUT_STOPPED,      /* stopped unfinished by another failure or a signal */
+};
+
+struct stats_output {
+    const char *name;      /* as messages name it: "output /mnt/x", "consumer 'cmd'" */
+    const char *kind;      /* "file", "stdout", "connection", "command" or "digest" */
+    uint64_t bytes;        /* bytes of the buffer it has written */
+    uint64_t net_bytes;    /* a connection: bytes it sent on it, at the socket */
+    enum stats_output_state state;
+};
+
 struct stats_snapshot {
     double elapsed;        /* seconds since the input was opened */
     uint64_t in_bytes;     /* bytes read from the input endpoint */
@@ -24,6 +62,7 @@ struct stats_snapshot {
     uint64_t data_bytes;   /* bytes of the user's data seen so far */
     uint64_t wire_bytes;   /* bytes on the wire side, when a transform runs */
     bool transform;        /* compression or decoding is active */
+    bool decoding;         /* the transform decodes the input (else, if any, -z) */
     uint64_t held;         /* bytes held in the buffer */
     uint64_t capacity;     /* bytes the buffer can hold */
     double t_empty;        /* seconds the buffer was empty (input side slower) */
@@ -34,6 +73,13 @@ struct stats_snapshot {
     const char *workers_name;   /* "compression" or "decoding" */
     const char *waiting;   /* after the input: what the end still waits for, or NULL */
     uint64_t peer_written; /* a weir receiver's keepalives: what its outputs wrote */
+    uint64_t net_bytes;    /* crossed the connections (-I read, -O sent) */
+    uint64_t input_size;   /* a regular-file input's size when opened, or 0 */
+    enum stats_phase phase;
+    bool failed;           /* the first error is in (the transfer cannot succeed) */
+    const char *failure;   /* its message when failed, else NULL */
+    int noutputs;
+    struct stats_output outputs[STATS_MAX_OUTPUTS];
 };
 
 #endif

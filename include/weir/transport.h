@@ -69,7 +69,21 @@ struct transport {
     struct evp_md_ctx_st *digest;   /* TRANSPORT_DIGEST: the running digest */
     char digest_algo[32];           /* its algorithm, as OpenSSL names it */
     char digest_hex[132];           /* its value in hex, once closed after success */
+    /* A socket's bytes, counted where they cross it (weir's framing and
+     * encryption included) into counters its owner provides, which another
+     * thread may read: wire_tx what is written, wire_rx what is read.
+     * NULL: not counted.  wire_before: bytes read while the connection was
+     * being admitted, before it became a transport. */
+    _Atomic uint64_t *wire_tx, *wire_rx;
+    uint64_t wire_before;
 };
+
+/* Add n bytes to a wire counter, when there is one. */
+static inline void transport_count(_Atomic uint64_t *counter, ssize_t n)
+{
+    if (counter && n > 0)
+        atomic_fetch_add(counter, (uint64_t)n);
+}
 
 /* Not open: every operation fails, close does nothing. */
 void transport_none(struct transport *t);

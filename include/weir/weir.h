@@ -88,6 +88,11 @@ struct weir_config {
     /* standard descriptors found closed at startup (main put /dev/null there) */
     bool stdin_closed, stdout_closed;
     const char *log_path;        /* the -l file, so that no output may be it */
+    /* A descriptor the caller writes beside the outputs (the command line's
+     * --progress target): no input, output or -l file may be its file.
+     * -1 (weir_config_defaults): none. */
+    int progress_fd;
+    const char *progress_name;   /* how messages name it: "progress FILE" */
 
     /* peers that are not weir (mbuffer, nc, socat): a listener that admits
      * plain bytes as well as weir senders, and a sender that sends plain

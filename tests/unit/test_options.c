@@ -5,6 +5,15 @@
 
 #include "check.h"
 #include "weir/options.h"
+#include "weir/progress.h"
+
+/* s as progress lines write it */
+static int json_is(const char *s, const char *want)
+{
+    char out[256];
+    size_t n = progress_json_string(out, 0, sizeof out, s);
+    return n == strlen(want) && memcmp(out, want, n) == 0;
+}
 
 static int parse(struct weir_options *o, struct weir_error *e, const char *a1,
                  const char *a2, const char *a3, const char *a4)
@@ -56,5 +65,43 @@ int main(void)
     CHECK(parse(&o, &e, "-z", "-I", "0", NULL) != 0, "-z -I is refused");
     CHECK(parse(&o, &e, "-z", "-I", "0", "--raw") == 0, "-z -I --raw parses");
     CHECK(parse(&o, &e, "-e", NULL, NULL, NULL) == 0 && o.stop_on_error, "-e");
+
+    /* --progress and --interval */
+    CHECK(parse(&o, &e, NULL, NULL, NULL, NULL) == 0 && !o.progress, "no --progress");
+    CHECK(parse(&o, &e, "--progress=json", NULL, NULL, NULL) == 0 && o.progress &&
+          !o.progress_to_fd && !o.progress_path && o.interval == 1, "--progress=json");
+    CHECK(parse(&o, &e, "--progress=json=3", "--interval", "0.2", NULL) == 0 &&
+          o.progress_to_fd && o.progress_fd == 3 && o.interval == 0.2, "json=3 --interval 0.2");
+    CHECK(parse(&o, &e, "--progress", "json=./3", NULL, NULL) == 0 && !o.progress_to_fd &&
+          strcmp(o.progress_path, "./3") == 0, "json=./3 is a file");
+    CHECK(parse(&o, &e, "--progress=json=p.jsonl", NULL, NULL, NULL) == 0 &&
+          strcmp(o.progress_path, "p.jsonl") == 0, "json=PATH");
+    const char *bad_progress[][2] = {
+        {"--progress=xml", NULL}, {"--progress=json=", NULL}, {"--progress=jsonl", NULL},
+        {"--progress=json=99999999999", NULL}, {"--interval", "1"},
+        {"--progress=json", "--interval=0"}, {"--progress=json", "--interval=nan"},
+        {"--progress=json", "--interval=9999999"}, {"--progress=json", "--progress=json"},
+    };
+    for (size_t i = 0; i < sizeof bad_progress / sizeof *bad_progress; i++) {
+        CHECK(parse(&o, &e, bad_progress[i][0], bad_progress[i][1], NULL, NULL) != 0 &&
+              e.status == WEIR_EXIT_USAGE, "%s %s accepted", bad_progress[i][0],
+              bad_progress[i][1] ? bad_progress[i][1] : "");
+    }
+
+    /* JSON strings: escapes, UTF-8 kept, other bytes as \u00XX */
+    CHECK(json_is(NULL, "null"), "NULL");
+    CHECK(json_is("plain", "\"plain\""), "plain");
+    CHECK(json_is("a\"b\nc", "\"a\\\"b\\nc\""), "quote and newline");
+    CHECK(json_is("\\\t\r\b\f\001\177", "\"\\\\\\t\\r\\b\\f\\u0001\\u007f\""), "controls");
+    CHECK(json_is("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\""),
+          "UTF-8 is kept");
+    CHECK(json_is("\xff\xc3h", "\"\\u00ff\\u00c3h\""), "bytes that are not UTF-8");
+    CHECK(json_is("\xc0\xaf", "\"\\u00c0\\u00af\""), "an overlong form");
+    CHECK(json_is("\xed\xa0\x80", "\"\\u00ed\\u00a0\\u0080\""), "a surrogate");
+    CHECK(json_is("\xf4\x90\x80\x80", "\"\\u00f4\\u0090\\u0080\\u0080\""), "above U+10FFFF");
+    CHECK(json_is("\xe2\x82", "\"\\u00e2\\u0082\""), "a cut sequence");
+    char small[8];
+    CHECK(progress_json_string(small, 0, sizeof small, "\xff\xff") == 0, "no room: 0");
+    CHECK(progress_json_string(small, 0, sizeof small, "abcde") == 7, "just room");
     CHECK_DONE();
 }
