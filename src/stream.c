@@ -102,6 +102,21 @@ static bool is_lz4_magic(uint32_t magic)
            (magic >= CODEC_SKIP_MAGIC_MIN && magic <= CODEC_SKIP_MAGIC_MAX);
 }
 
+/* Whether the n (< 4) bytes at p begin such a magic number: an input that
+ * ends there is LZ4 data cut short, not other data. */
+static bool lz4_magic_prefix(const unsigned char *p, size_t n)
+{
+    static const unsigned char frame[3] = {0x04, 0x22, 0x4D}, legacy[3] = {0x02, 0x21, 0x4C},
+                               skip[3] = {0x50, 0x2A, 0x4D};
+    bool f = true, l = true, k = true;
+    for (size_t i = 0; i < n; i++) {
+        f &= p[i] == frame[i];
+        l &= p[i] == legacy[i];
+        k &= i == 0 ? (p[i] & 0xF0) == skip[0] : p[i] == skip[i];
+    }
+    return f || l || k;
+}
+
 /* The input ended early; "where" (inside what) is said for weir streams. */
 static int truncated(struct stream_decoder *d, struct weir_error *err, const char *where)
 {
@@ -180,10 +195,14 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
         return 0;
     }
     if (have == 0)
-        return error_set(err, WEIR_EXIT_INTEGRITY, "%s: empty input: no weir stream",
-                         d->src.name);
+        return error_set(err, WEIR_EXIT_INTEGRITY, "%s: empty input: no weir stream%s",
+                         d->src.name, allow_lz4 ? " or LZ4 data" : "");
     if (have < 4 && miss == 0)
         return truncated(d, err, "inside the header");
+    if (have < 4 && allow_lz4 && lz4_magic_prefix(b, have)) {
+        d->kind = STREAM_LZ4;
+        return truncated(d, err, "");
+    }
     return corrupt(d, err, d->offset,
                    allow_lz4 ? "not a weir stream or LZ4 data" : "not a weir stream");
 }
@@ -463,14 +482,16 @@ static int verify_lz4_block(const struct stream_block *b, const void *payload, l
 {
     if (b->legacy)
         return verify_legacy_block(b, len, name, err);
-    if (len < 0)
-        return error_set(err, WEIR_EXIT_INTEGRITY,
-                         "%s: LZ4 block %llu at byte %llu does not decode (corrupt data)", name,
-                         (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+    /* the checksum first: a flipped payload byte is named as such, even
+     * when the block no longer decodes */
     if (b->has_sum && XXH32(payload, b->wire_len, 0) != (uint32_t)b->hash)
         return error_set(err, WEIR_EXIT_INTEGRITY,
                          "%s: LZ4 block %llu at byte %llu: checksum mismatch (corrupt data)",
                          name, (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+    if (len < 0)
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: LZ4 block %llu at byte %llu does not decode (corrupt data)", name,
+                         (unsigned long long)b->seq, (unsigned long long)b->wire_off);
     return 0;
 }
 
