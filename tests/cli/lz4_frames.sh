@@ -152,6 +152,11 @@ has_msg "$TMP/gerr" "600000 when it was opened)" "and with its size when it was 
 lz4 -q -t "$TMP/g.lz4" 2>/dev/null && fail "lz4 -t accepted the unfinished frame"
 ok "the frame of a file that changed is left unfinished: lz4 -t rejects it"
 
+# a file whose size the file system does not report (/proc) goes unsized
+cat /proc/version >"$TMP/version"
+"$WEIR" -q -z -i /proc/version -f -o "$TMP/v.lz4" || fail "weir -z -i /proc/version: exit $?"
+pycheck "$TMP/v.lz4" "$TMP/version" 0 "a /proc file (no size in the header)"
+
 # ---- legacy LZ4 (lz4 -l) -----------------------------------------------------
 gen "$TMP/a" "$(sized 9000011 8400000)" mixed
 gen "$TMP/b" 70001 text
