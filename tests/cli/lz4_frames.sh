@@ -85,13 +85,23 @@ pycheck "$TMP/p.lz4" "$TMP/in" 0 "weir -z from a pipe (no size in the header)"
 pycheck "$TMP/s.lz4" "$TMP/in" 3000001 "weir -z to standard output"
 "$WEIR" -q -z -T2 -i "$TMP/in" -- sh -c "lz4 -q -dc >'$TMP/out'" || fail "weir -z -- lz4 -d"
 same "$TMP/in" "$TMP/out" "weir -z into a consumer command that runs lz4 -d"
-listen "$TMP/recv" "$TMP/lerr" -q
-"$WEIR" -q -z -s 64k -T2 -i "$TMP/in" -f -o "$TMP/both.lz4" -O "127.0.0.1:$LPORT" \
-    || fail "weir -z -o FILE -O weir: exit $?"
-wait_bounded "$LPID" 20
-[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "the receiver exited $STATUS"; }
-same "$TMP/in" "$TMP/recv" "a weir receiver gets the weir stream beside a file"
-pycheck "$TMP/both.lz4" "$TMP/in" 3000001 "the file beside a weir connection"
+# one compression, two forms: a weir receiver (in clear and encrypted) gets
+# the weir stream and a file beside it the frame, with blocks of one piece
+# and of two (-s 5M: a 4 MiB and a 1 MiB LZ4 block)
+"$WEIR" -q --genkey "$TMP/key" --key-id lz4 || fail "--genkey"
+gen "$TMP/in5" $((5 * M + 3)) mixed
+for opts in "-s 64k" "-s 5M" "-s 5M --key-file $TMP/key"; do
+    key=; [ "${opts#*--key-file}" != "$opts" ] && key="--key-file $TMP/key"
+    # shellcheck disable=SC2086
+    listen "$TMP/recv" "$TMP/lerr" -q $key
+    # shellcheck disable=SC2086
+    "$WEIR" -q -z -T2 $opts -i "$TMP/in5" -f -o "$TMP/both.lz4" -O "127.0.0.1:$LPORT" \
+        || fail "weir -z $opts -o FILE -O weir: exit $?"
+    wait_bounded "$LPID" 20
+    [ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "the receiver exited $STATUS"; }
+    same "$TMP/in5" "$TMP/recv" "weir -z $opts: a weir receiver gets the weir stream beside a file"
+    pycheck "$TMP/both.lz4" "$TMP/in5" $((5 * M + 3)) "weir -z $opts: the file beside a weir connection"
+done
 
 # ---- weir -d names every fault in such a frame -------------------------------
 gen "$TMP/in" 300000 mixed
