@@ -204,6 +204,9 @@ decode_fails "$TMP/t.l4" "a legacy file cut inside a block size" "truncated LZ4 
 cp "$TMP/b.l4" "$TMP/t.l4"
 printf '\xff\xff\xff\x00' | dd of="$TMP/t.l4" bs=1 seek=4 conv=notrunc status=none
 decode_fails "$TMP/t.l4" "a legacy block size beyond LZ4's bound" "LZ4 legacy block of"
+cp "$TMP/b.l4" "$TMP/t.l4"
+printf '\x0a\x00\x00\x00' | dd of="$TMP/t.l4" bs=1 seek=4 conv=notrunc status=none
+decode_fails "$TMP/t.l4" "a legacy block cut short by its size" "LZ4 legacy block"
 
 # ---- what lz4 writes ---------------------------------------------------------
 gen "$TMP/in" 3000001 mixed
