@@ -41,6 +41,12 @@
  * order.  The reader takes a block only while enough stay free for the
  * output blocks that queued jobs were promised (ring->reserved), so workers
  * never wait for memory and the pipeline cannot deadlock on a full buffer.
+ * With -z a result is a run of compressed pieces that serve both kinds of
+ * output at once (codec.h): a weir connection writes the weir stream's
+ * spans of each, a file the LZ4 frame's, so a block is compressed once
+ * however many outputs there are; the reader hashes the raw data for the
+ * frame's content checksum as it reads, and adds the end of the data (the
+ * weir trailer and the frame's end) as a slot of its own.
  * When weir decodes, the blocks are cut to the size the stream declares,
  * once the reader has seen it (pipeline_carve), so -m holds that much data.
  *
