@@ -83,6 +83,10 @@ cat "$TMP/in" | "$WEIR" -q -z >"$TMP/p.lz4" || fail "weir -z from a pipe"
 pycheck "$TMP/p.lz4" "$TMP/in" 0 "weir -z from a pipe (no size in the header)"
 "$WEIR" -q -z -i "$TMP/in" >"$TMP/s.lz4" || fail "weir -z to standard output"
 pycheck "$TMP/s.lz4" "$TMP/in" 3000001 "weir -z to standard output"
+{ dd bs=100 count=1 of=/dev/null status=none; "$WEIR" -q -z >"$TMP/o.lz4"; } <"$TMP/in" \
+    || fail "weir -z from a file already read in part"
+tail -c +101 "$TMP/in" >"$TMP/rest"
+pycheck "$TMP/o.lz4" "$TMP/rest" 2999901 "weir -z of standard input, a file 100 bytes into it"
 "$WEIR" -q -z -T2 -i "$TMP/in" -- sh -c "lz4 -q -dc >'$TMP/out'" || fail "weir -z -- lz4 -d"
 same "$TMP/in" "$TMP/out" "weir -z into a consumer command that runs lz4 -d"
 # one compression, two forms: a weir receiver (in clear and encrypted) gets
