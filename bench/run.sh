@@ -165,11 +165,11 @@ for c in $CASES; do
         A="$W -q -d -i $MIX.lz4 -o /dev/null"
         B="lz4 -q -d -c $MIX.lz4 >/dev/null"
         run_case "\`weir -d\` vs \`lz4 -d\` of an lz4 file" "≤ 0.80"
-        "$W" -q -z -i "$MIX" -f -o "$T/mix.weir"
-        A="$W -q -d -i $T/mix.weir -o /dev/null"
-        B="lz4 -q -d -c $T/mix.weir >/dev/null"
+        "$W" -q -z -i "$MIX" -f -o "$T/mix.z.lz4"
+        A="$W -q -d -i $T/mix.z.lz4 -o /dev/null"
+        B="lz4 -q -d -c $T/mix.z.lz4 >/dev/null"
         run_case "\`weir -d\` vs \`lz4 -d\` of a weir -z file" "≤ 0.80"
-        rm -f "$T/mix.weir" ;;
+        rm -f "$T/mix.z.lz4" ;;
     lz4_tcp)
         prep_a() { start_weir_listener; A="$W -q -z -O 127.0.0.1:$LP -i $MIX"; }
         prep_b() {

@@ -2,8 +2,8 @@
 #include "weir/codec.h"
 
 #include <lz4.h>
-#include <stdio.h>
 #include <lz4hc.h>
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -253,12 +253,18 @@ uint64_t codec_chain(uint64_t chain, uint64_t block_hash, uint32_t raw_len)
     return XXH3_64bits(buf, sizeof buf);
 }
 
-size_t codec_encode_block(const unsigned char *src, size_t len, unsigned char *dst,
-                          int level, uint64_t seq, uint32_t block_max, uint64_t *hash)
+uint64_t codec_pieces(size_t len, uint32_t piece_max)
+{
+    return len / piece_max + (len % piece_max != 0);
+}
+
+/* One piece of at most piece_max raw bytes; returns the bytes written. */
+static size_t encode_piece(const unsigned char *src, size_t len, unsigned char *dst, int level,
+                           uint64_t seq, uint32_t piece_max, unsigned sums)
 {
     unsigned char *payload = dst + CODEC_FRAME_PREFIX;
     int clen = 0;
-    if (level > 0 && len > 0) {
+    if (level > 0) {
         /* a result that does not save anything is stored raw instead */
         int cap = (int)len - 1;
         if (level >= 3)
@@ -271,12 +277,82 @@ size_t codec_encode_block(const unsigned char *src, size_t len, unsigned char *d
         memcpy(payload, src, len);
         clen = (int)len;
     }
-    codec_frame_prefix(dst, block_max, (uint32_t)clen, stored);
-    *hash = codec_block_hash(src, len, seq);
-    if (!stored)
-        *hash = codec_wire_hash(*hash, payload, (size_t)clen);
-    codec_frame_suffix(payload + clen, seq, (uint32_t)len, *hash);
-    return CODEC_BLOCK_OVERHEAD + (size_t)clen;
+    codec_frame_prefix(dst, piece_max, (uint32_t)clen, stored);
+    uint64_t hash = 0;
+    if (sums & CODEC_SUMS_WEIR) {
+        hash = codec_block_hash(src, len, seq);
+        if (!stored)
+            hash = codec_wire_hash(hash, payload, (size_t)clen);
+    }
+    codec_frame_suffix(payload + clen, seq, (uint32_t)len, hash);
+    codec_put32(payload + clen + CODEC_FRAME_SUFFIX,
+                (sums & CODEC_SUMS_FRAME) ? XXH32(payload, (size_t)clen, 0) : 0);
+    return CODEC_PIECE_OVERHEAD + (size_t)clen;
+}
+
+size_t codec_encode(const unsigned char *src, size_t len, unsigned char *dst, int level,
+                    uint64_t seq, uint32_t piece_max, unsigned sums)
+{
+    size_t pos = 0;
+    for (size_t off = 0; off < len; off += piece_max, seq++) {
+        size_t n = len - off < piece_max ? len - off : piece_max;
+        pos += encode_piece(src + off, n, dst + pos, level, seq, piece_max, sums);
+    }
+    return pos;
+}
+
+size_t codec_end(unsigned char *dst, uint64_t total, uint64_t nblocks, uint64_t chain,
+                 uint32_t content_sum)
+{
+    codec_trailer(dst, total, nblocks, chain);
+    codec_put32(dst + CODEC_TRAILER_SIZE, 0);   /* EndMark */
+    codec_put32(dst + CODEC_TRAILER_SIZE + 4, content_sum);
+    return CODEC_END_SIZE;
+}
+
+int codec_spans(const unsigned char *p, enum codec_form form, struct codec_span sp[2],
+                size_t *total)
+{
+    if (codec_get32(p) != CODEC_LZ4_MAGIC) {
+        /* the end: trailer, then EndMark and content checksum */
+        *total = CODEC_END_SIZE;
+        sp[0] = form == CODEC_FORM_WEIR ? (struct codec_span){0, CODEC_TRAILER_SIZE}
+                                        : (struct codec_span){CODEC_TRAILER_SIZE, CODEC_LZ4_END};
+        return 1;
+    }
+    size_t s = codec_get32(p + CODEC_PIECE_PREFIX) & 0x7FFFFFFFu;
+    *total = CODEC_PIECE_OVERHEAD + s;
+    if (form == CODEC_FORM_WEIR) {
+        sp[0] = (struct codec_span){0, CODEC_BLOCK_OVERHEAD + s};
+        return 1;
+    }
+    sp[0] = (struct codec_span){CODEC_PIECE_PREFIX, 4 + s};
+    sp[1] = (struct codec_span){CODEC_BLOCK_OVERHEAD + s, 4};
+    return 2;
+}
+
+size_t codec_piece_record(const unsigned char *p, uint32_t *raw_len, uint64_t *hash)
+{
+    size_t s = codec_get32(p + CODEC_PIECE_PREFIX) & 0x7FFFFFFFu;
+    const unsigned char *rec = p + CODEC_FRAME_PREFIX + s + 4;
+    *raw_len = codec_get32(rec + 12);
+    *hash = codec_get64(rec + 24);
+    return CODEC_PIECE_OVERHEAD + s;
+}
+
+size_t codec_lz4_header(unsigned char *dst, uint32_t block_max, bool sized, uint64_t size)
+{
+    codec_put32(dst, CODEC_LZ4_MAGIC);
+    /* version 01, independent blocks, block checksums, content checksum */
+    dst[4] = (unsigned char)(0x40 | 0x20 | 0x10 | 0x04 | (sized ? 0x08 : 0));
+    dst[5] = (unsigned char)(codec_bd_code(block_max) << 4);
+    size_t len = 6;
+    if (sized) {
+        codec_put64(dst + 6, size);
+        len += 8;
+    }
+    dst[len] = (unsigned char)((XXH32(dst + 4, len - 4, 0) >> 8) & 0xFF);
+    return len + 1;
 }
 
 long codec_decode_block(const unsigned char *src, size_t wire_len, bool stored,

@@ -1,6 +1,8 @@
 /* decode.c - see include/weir/decode.h. */
 #include "weir/decode.h"
 
+#include "weir/codec.h"
+
 static int step_of(int rc)
 {
     return rc < 0 ? STEP_FAIL : rc;
@@ -29,9 +31,12 @@ static int decode_lz4(struct stream_decoder *d, const struct decode_sink *s,
         int r = stream_lz4_next(d, &b, err), rc;
         if (r == 0)
             return STEP_OK;
-        if ((r == STREAM_LZ4_FRAME || r == STREAM_LZ4_LINKED) && !started) {
+        if ((r == STREAM_LZ4_FRAME || r == STREAM_LZ4_LINKED || r == STREAM_LZ4_LEGACY) &&
+            !started) {
+            /* a legacy block's compressed payload may exceed its raw size */
             started = true;
-            rc = s->start(s->ctx, d->frame.block_max, err);
+            rc = s->start(s->ctx, d->frame.legacy ? CODEC_LEGACY_WIRE_MAX : d->frame.block_max,
+                          err);
             if (rc != STEP_OK)
                 return rc;
         }
@@ -47,6 +52,9 @@ static int decode_lz4(struct stream_decoder *d, const struct decode_sink *s,
             break;
         case STREAM_LZ4_LINKED:
             rc = s->linked(s->ctx, d, err);
+            break;
+        case STREAM_LZ4_LEGACY:
+            rc = s->legacy(s->ctx, d, err);
             break;
         default:
             rc = step_of(r);

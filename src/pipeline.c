@@ -41,6 +41,12 @@
  * order.  The reader takes a block only while enough stay free for the
  * output blocks that queued jobs were promised (ring->reserved), so workers
  * never wait for memory and the pipeline cannot deadlock on a full buffer.
+ * With -z a result is a run of compressed pieces that serve both kinds of
+ * output at once (codec.h): a weir connection writes the weir stream's
+ * spans of each, a file the LZ4 frame's, so a block is compressed once
+ * however many outputs there are; the reader hashes the raw data for the
+ * frame's content checksum as it reads, and adds the end of the data (the
+ * weir trailer and the frame's end) as a slot of its own.
  * When weir decodes, the blocks are cut to the size the stream declares,
  * once the reader has seen it (pipeline_carve), so -m holds that much data.
  *
@@ -296,24 +302,31 @@ int pipeline_carve(struct pipeline *p, size_t block, struct weir_error *err)
     return rc;
 }
 
-/* -z folds each block's checksum into the trailer's chain as it becomes
- * ready, in order (lock held). */
+/* -z folds the checksum of each piece into the trailer's chain as its slot
+ * becomes ready, in order (lock held). */
 static void fold_chain(void *ctx, const struct ring_slot *s)
 {
     struct pipeline *p = ctx;
-    if (s->raw_len) {
-        p->chain = codec_chain(p->chain, s->hash, s->raw_len);
-        p->chain_total += s->raw_len;
+    if (!s->raw_len)
+        return;   /* the end */
+    const unsigned char *data = pool_data(&p->ring.pool, s->block);
+    for (size_t off = 0; off < s->len;) {
+        uint32_t raw;
+        uint64_t hash;
+        off += codec_piece_record(data + off, &raw, &hash);
+        p->chain = codec_chain(p->chain, hash, raw);
+        p->chain_total += raw;
     }
 }
 
-/* Block geometry.  -z: blocks hold a raw block of at most 4 MiB (the
- * largest LZ4 block) plus a frame's overhead.  Pass-through: -s.  When weir
- * may decode (-d, or -I without --raw), the blocks are sized later to what
- * the stream declares (pipeline_carve), so that a stream of 64 KiB blocks
- * fills -m with data rather than with 64 KiB in every 4 MiB block; the
- * address space is reserved now, so a failure is reported before anything
- * connects or starts. */
+/* Block geometry.  -z: blocks hold a raw block of -s bytes, compressed in
+ * pieces of at most 4 MiB (the largest LZ4 block), each with its overhead
+ * (codec.h).  Pass-through: -s.  When weir may decode (-d, or -I without
+ * --raw), the blocks are sized later to what the stream declares
+ * (pipeline_carve), so that a stream of 64 KiB blocks fills -m with data
+ * rather than with 64 KiB in every 4 MiB block; the address space is
+ * reserved now, for the largest blocks an input may declare (a legacy LZ4
+ * block), so a failure is reported before anything connects or starts. */
 static int plan_buffer(struct pipeline *p, struct weir_error *err)
 {
     const struct weir_config *c = p->cfg;
@@ -324,24 +337,47 @@ static int plan_buffer(struct pipeline *p, struct weir_error *err)
     p->workers = calloc((size_t)p->nworkers + 1, sizeof *p->workers);
     if (!p->workers)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "buffer: worker table");
-    size_t unit = c->block < CODEC_BLOCK_MAX || !p->encode ? (size_t)c->block : CODEC_BLOCK_MAX;
+    size_t unit = (size_t)c->block;
     p->wire_block_max = c->block < CODEC_BLOCK_MAX ? (uint32_t)c->block : CODEC_BLOCK_MAX;
+    p->piece_max = p->wire_block_max;
     if (p->encode) {
         p->ring.on_ready = fold_chain;
         p->ring.on_ready_ctx = p;
     }
     if (p->may_decode) {
         p->wire_block_max = CODEC_BLOCK_MAX;
-        uint64_t least = transform_blocks(p) * pool_stride(CODEC_BLOCK_MAX);
+        uint64_t least = transform_blocks(p) * pool_stride(CODEC_LEGACY_WIRE_MAX);
         return ring_reserve(&p->ring, c->mem > least ? c->mem : least, err);
     }
-    size_t block = p->encode ? unit + CODEC_BLOCK_OVERHEAD : unit;
+    size_t block = unit;
+    if (p->encode)
+        block += codec_pieces(unit, p->piece_max) * CODEC_PIECE_OVERHEAD;
     uint64_t nblocks = c->mem / pool_stride(block);
     if (nblocks < transform_blocks(p))
         nblocks = transform_blocks(p);
     if (ring_reserve(&p->ring, nblocks * pool_stride(block), err))
         return -1;
     return carve_locked(p, block, unit, err);
+}
+
+/* -z: a regular file's size is known in advance and goes in the header of
+ * the LZ4 frame that files get.  Files whose size the file system does not
+ * report (those of /proc and /sys show no blocks) are left unsized, and the
+ * reader compares the size with what it read, so a file that changes while
+ * it is read is an error rather than a frame that lies. */
+static int plan_content_size(struct pipeline *p, struct weir_error *err)
+{
+    if (!p->encode || !p->in.regular)
+        return 0;
+    struct stat st;
+    if (fstat(p->in.fd, &st) != 0)
+        return error_sys(err, p->in.status, errno, "%s: fstat", p->in.name);
+    off_t at = lseek(p->in.fd, 0, SEEK_CUR);
+    if (at < 0)
+        return error_sys(err, p->in.status, errno, "%s: lseek", p->in.name);
+    p->sized = st.st_size > 0 && st.st_blocks > 0 && at <= st.st_size;
+    p->content_size = p->sized ? (uint64_t)(st.st_size - at) : 0;
+    return 0;
 }
 
 /* ---- setup: the input and the outputs ------------------------------------ */
@@ -425,6 +461,12 @@ static void setup_output(struct pipeline *p, struct output *out, const struct we
     ratelimit_init(&out->rl, p->cfg->write_rate);
     atomic_init(&out->halt, false);
     ring_add_cursor(&p->ring, &out->cur, &out->halt, true);
+    /* -z: a connection to another weir gets the weir stream, anything else
+     * (a file, a pipe, a command, a --raw connection) one LZ4 frame */
+    bool weir = spec->kind == WEIR_OUT_TCP && !p->cfg->tcp.raw;
+    out->form = weir ? CODEC_FORM_WEIR : CODEC_FORM_FRAME;
+    if (p->encode)
+        p->sums |= weir ? CODEC_SUMS_WEIR : CODEC_SUMS_FRAME;
 }
 
 /* A file output that cannot be opened because the file exists may be one
@@ -562,7 +604,7 @@ static int create(struct pipeline *p, struct weir_error *err)
     if (!p->sealq)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "engine: seal queue");
     /* the input first: a start that fails leaves no output behind */
-    if (open_input(p, err))
+    if (open_input(p, err) || plan_content_size(p, err))
         return -1;
     struct stat st;
     if (p->in.regular && fstat(p->in.fd, &st) == 0 && st.st_size > 0)

@@ -46,6 +46,7 @@ struct seal_job {
     struct output *o;
     uint64_t seq;              /* the ring range it seals */
     size_t off, len;
+    size_t step;               /* bytes of the ring it covers (-z: its whole piece) */
     const unsigned char *src;
     uint64_t num;              /* its first record number (framed: three records) */
     unsigned flags;            /* SEAL_END on the last record of -z */
@@ -70,6 +71,8 @@ struct output {
                                   gets plain bytes (cfg->plain_after) */
     struct ratelimit rl;       /* owned by the writer */
     struct ring_cursor cur;    /* lock: where this output is in the buffer */
+    enum codec_form form;      /* -z: what it writes of each piece (codec.h) */
+    size_t piece_at;           /* -z: the cursor's offset into its piece (the writer's) */
     atomic_bool halt;          /* this output must stop (it failed, or all stop) */
     /* lock: */
     bool started;              /* its thread was created */
@@ -124,6 +127,10 @@ struct pipeline {
     bool encode;               /* -z */
     bool may_decode;           /* -d, or -I without --raw */
     uint32_t wire_block_max;   /* block size a framing output declares */
+    uint32_t piece_max;        /* -z: the most raw bytes of a piece (codec.h) */
+    unsigned sums;             /* -z: the checksums its outputs' forms need */
+    bool sized;                /* -z: the input's size is known in advance */
+    uint64_t content_size;     /*     and is this (the reader checks it at the end) */
     uint64_t chain;            /* lock: -z trailer chain over ready slots */
     uint64_t chain_total;      /* lock: -z raw bytes over ready slots */
 

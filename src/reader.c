@@ -4,15 +4,19 @@
  * the top of pipeline.c.
  *
  *   pass-through   read() into the filling slot, publish after each read
- *   -z             read a block's worth, queue it for a worker to compress;
- *                  the trailer of the weir stream goes in a slot of its own
- *                  (each output writes the header itself)
+ *   -z             read a block's worth, hash it for the LZ4 frame's
+ *                  content checksum (the one sequential step), queue it for
+ *                  a worker to compress; the end of the data (the weir
+ *                  trailer, the frame's EndMark and content checksum) goes
+ *                  in a slot of its own, and each output writes its header
+ *                  itself
  *   weir stream    the decoder (decode.c) hands each block to this file's
  *   LZ4 data (-d)  sink: stored blocks are read straight into the filling
  *                  slot and verified here, compressed ones go to the workers;
  *                  a split LZ4 frame's content checksum is hashed in order
  *                  behind them and compared at the frame's end; a frame of
- *                  linked blocks is decoded here, in order, by liblz4
+ *                  linked blocks is decoded here, in order, by liblz4;
+ *                  legacy LZ4 blocks go to the workers like a frame's
  *
  * Every step returns a weir_step (error.h).  The input is closed before the
  * ring is told it ended, so that a producer's exit status is known before a
@@ -38,6 +42,10 @@ struct reader {
     bool timed_out;      /* the last read failed for lack of progress */
     int sealed_errno;    /* an encrypted record that did not open, or a cut */
     unsigned char *big_in, *big_out;   /* oversize blocks (oversize_block) */
+    bool legacy_told;    /* the user was told that legacy LZ4 has no checksums */
+    /* -z: */
+    XXH32_state_t content;   /* the LZ4 frame's content checksum, as read */
+    uint64_t pieces;         /* pieces queued: the weir stream's blocks */
 };
 
 /* The stream_source behind every read of the input. */
@@ -164,8 +172,10 @@ static int pass_through(struct reader *r, struct stream_decoder *d, struct weir_
 
 /* ---- -z: compress ------------------------------------------------------- */
 
-/* Fill a staging block: until full, end of input, or a pause in the input.
- * Returns bytes read, or -1 with errno; *eof at end of input. */
+/* Fill a staging block: until full, end of input, or a pause in the input;
+ * what is read is hashed at once, while it is in the cache, into the LZ4
+ * frame's content checksum when an output writes the frame.  Returns
+ * bytes read, or -1 with errno; *eof at end of input. */
 static ssize_t fill_staging(struct reader *r, unsigned char *buf, bool *eof)
 {
     struct pipeline *p = r->p;
@@ -187,6 +197,8 @@ static ssize_t fill_staging(struct reader *r, unsigned char *buf, bool *eof)
             *eof = true;
             break;
         }
+        if (p->sums & CODEC_SUMS_FRAME)
+            (void)XXH32_update(&r->content, buf + got, (size_t)n);
         short_read = (size_t)n < unit - got;
         got += (size_t)n;
     }
@@ -196,14 +208,15 @@ static ssize_t fill_staging(struct reader *r, unsigned char *buf, bool *eof)
 static int compress_input(struct reader *r, struct weir_error *e)
 {
     struct pipeline *p = r->p;
-    /* every output writes the header itself (session_begin); the chain
-     * starts from the same bytes */
+    /* every output writes its header itself (session_begin, writer_open);
+     * the chain starts from the weir header's bytes */
     unsigned char hdr[CODEC_HEADER_SIZE];
-    codec_header(hdr, (uint32_t)p->ring.unit, CODEC_HEADER_COMPRESSED);
+    codec_header(hdr, p->piece_max, CODEC_HEADER_COMPRESSED);
     sync_lock(&p->lock);
     p->chain = codec_chain_start(hdr);
     sync_unlock(&p->lock);
-    uint64_t nblocks = 0;
+    (void)XXH32_reset(&r->content, 0);
+    uint64_t total = 0;
     for (bool eof = false; !eof;) {
         uint32_t idx;
         if (!ring_take_block(&p->ring, 1, &idx))
@@ -213,21 +226,32 @@ static int compress_input(struct reader *r, struct weir_error *e)
         if (n <= 0) {
             ring_return_block_locked(&p->ring, idx);
         } else {
-            struct job j = {.src = idx, .len = (size_t)n, .blk = {.seq = nblocks++}};
+            struct job j = {.src = idx, .len = (size_t)n, .blk = {.seq = r->pieces}};
+            r->pieces += codec_pieces((size_t)n, p->piece_max);
             p->data_bytes += (uint64_t)n;
+            total += (uint64_t)n;
             job_queue_locked(p, &j);
         }
         sync_unlock(&p->lock);
         if (n < 0)
             return read_failed(r, e);
     }
+    /* the frame's header declared the size: it must be true */
+    if (p->sized && total != p->content_size)
+        return error_set(e, p->in.status, "%s: the file changed while weir read it (%llu bytes "
+                         "read, %llu when it was opened)", p->in.name,
+                         (unsigned long long)total, (unsigned long long)p->content_size),
+               STEP_FAIL;
     return STEP_OK;
 }
 
-/* The trailer needs every block's checksum: wait for the workers.  It is
- * written only once the input closed cleanly (a producer exited 0). */
-static int compress_trailer(struct pipeline *p)
+/* The end of the data (codec_end): the weir trailer needs every piece's
+ * checksum, so it waits for the workers; the LZ4 frame's end carries the
+ * content checksum.  It is added only once the input closed cleanly (a
+ * producer exited 0). */
+static int compress_end(struct reader *r)
 {
+    struct pipeline *p = r->p;
     uint32_t idx;
     if (!ring_take_block(&p->ring, 0, &idx))
         return STEP_STOP;
@@ -237,10 +261,10 @@ static int compress_trailer(struct pipeline *p)
         sync_unlock(&p->lock);
         return STEP_STOP;
     }
-    uint64_t nblocks = p->job_tail;
-    codec_trailer(pool_data(&p->ring.pool, idx), p->chain_total, nblocks, p->chain);
-    ring_add_locked(&p->ring, idx, CODEC_TRAILER_SIZE);
-    /* in the same breath: a writer must know the trailer is the last slot
+    codec_end(pool_data(&p->ring.pool, idx), p->chain_total, r->pieces, p->chain,
+              XXH32_digest(&r->content));
+    ring_add_locked(&p->ring, idx, CODEC_END_SIZE);
+    /* in the same breath: a writer must know the end is the last slot
      * when it takes it (ring_last_locked) */
     ring_finish_locked(&p->ring);
     sync_unlock(&p->lock);
@@ -302,10 +326,11 @@ static int oversize_block(struct reader *r, struct stream_decoder *d, struct str
                           struct weir_error *e)
 {
     struct pipeline *p = r->p;
+    /* the largest blocks of any input: a legacy LZ4 block */
     if (!r->big_in)
-        r->big_in = malloc(CODEC_BLOCK_MAX);
+        r->big_in = malloc(CODEC_LEGACY_WIRE_MAX);
     if (!r->big_out)
-        r->big_out = malloc(CODEC_BLOCK_MAX);
+        r->big_out = malloc(CODEC_LEGACY_BLOCK);
     if (!r->big_in || !r->big_out)
         return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s: a block larger than the buffer's",
                          p->in.name), STEP_FAIL;
@@ -376,6 +401,19 @@ static int sink_frame_end(void *ctx, struct stream_decoder *d, struct weir_error
     return stream_content_end(&p->content, &d->frame, p->in.name, e) ? STEP_FAIL : STEP_OK;
 }
 
+/* A legacy LZ4 stream begins: its blocks decode like a frame's, but it
+ * has no checksums, which the user hears once. */
+static int sink_legacy(void *ctx, struct stream_decoder *d, struct weir_error *e)
+{
+    struct reader *r = ctx;
+    (void)d, (void)e;
+    if (!r->legacy_told)
+        log_msg(r->p->log, LOG_WARN, "%s: legacy LZ4 data has no checksums; it cannot be "
+                "verified", r->p->in.name);
+    r->legacy_told = true;
+    return STEP_OK;
+}
+
 /* A frame of linked blocks, decoded in order. */
 static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *e)
 {
@@ -419,7 +457,8 @@ static int read_input(struct reader *r, struct weir_error *e)
         sync_unlock(&p->lock);
         struct decode_sink sink = {.ctx = r, .start = sink_start, .block = sink_block,
                                    .frame_start = sink_frame_start,
-                                   .frame_end = sink_frame_end, .linked = sink_linked};
+                                   .frame_end = sink_frame_end, .linked = sink_linked,
+                                   .legacy = sink_legacy};
         rc = decode_stream(&d, &sink, e);
         if (rc == STEP_FAIL)
             rc = decode_failed(r, e);
@@ -488,19 +527,20 @@ void *reader_main(void *arg)
     struct pipeline *p = arg;
     struct weir_error e;
     thread_unblock_wake();
+    struct reader r = {.p = p};
     int rc = p->cfg->input == WEIR_IN_LISTEN ? admit_sender(p, &e) : STEP_OK;
     if (rc == STEP_OK) {
         sync_lock(&p->lock);
         p->ring.t_start = clock_now();
         sync_unlock(&p->lock);
-        struct reader r = {.p = p, .timeout_ms = io_timeout_ms(p, &p->in)};
+        r.timeout_ms = io_timeout_ms(p, &p->in);
         rc = read_input(&r, &e);
-        free(r.big_in);
-        free(r.big_out);
     }
+    free(r.big_in);
+    free(r.big_out);
     rc = close_input(p, rc, &e);
     if (rc == STEP_OK && p->encode)
-        rc = compress_trailer(p);
+        rc = compress_end(&r);
     if (rc == STEP_FAIL)
         pipeline_fail(p, &e);
     sync_lock(&p->lock);

@@ -204,10 +204,10 @@ uint64_t ring_add_locked(struct ring *r, uint32_t block, size_t len)
 }
 
 void ring_present_locked(struct ring *r, uint64_t seq, uint32_t block, size_t len,
-                         uint64_t hash, uint32_t raw_len)
+                         uint64_t raw_len)
 {
     *slot_at(r, seq) = (struct ring_slot){.block = block, .present = true, .sealed = true,
-                                          .len = len, .hash = hash, .raw_len = raw_len};
+                                          .len = len, .raw_len = raw_len};
     r->queued_bytes += len;
     ring_gate_check_locked(r);
     advance_ready_locked(r);

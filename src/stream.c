@@ -94,6 +94,29 @@ static bool is_weir_record(const unsigned char *p)
     return codec_get32(p) == CODEC_WEIR_MAGIC;
 }
 
+/* A magic number that starts LZ4 data: a frame, a legacy stream, a
+ * skippable frame.  It also ends a legacy stream. */
+static bool is_lz4_magic(uint32_t magic)
+{
+    return magic == CODEC_LZ4_MAGIC || magic == CODEC_LEGACY_MAGIC ||
+           (magic >= CODEC_SKIP_MAGIC_MIN && magic <= CODEC_SKIP_MAGIC_MAX);
+}
+
+/* Whether the n (< 4) bytes at p begin such a magic number: an input that
+ * ends there is LZ4 data cut short, not other data. */
+static bool lz4_magic_prefix(const unsigned char *p, size_t n)
+{
+    static const unsigned char frame[3] = {0x04, 0x22, 0x4D}, legacy[3] = {0x02, 0x21, 0x4C},
+                               skip[3] = {0x50, 0x2A, 0x4D};
+    bool f = true, l = true, k = true;
+    for (size_t i = 0; i < n; i++) {
+        f &= p[i] == frame[i];
+        l &= p[i] == legacy[i];
+        k &= i == 0 ? (p[i] & 0xF0) == skip[0] : p[i] == skip[i];
+    }
+    return f || l || k;
+}
+
 /* The input ended early; "where" (inside what) is said for weir streams. */
 static int truncated(struct stream_decoder *d, struct weir_error *err, const char *where)
 {
@@ -162,9 +185,7 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
     if (have >= 13 && miss == 1 && memcmp(b + 8, "HWEIR", 5) == 0)
         return corrupt(d, err, d->offset, "malformed weir header (bad magic)");
     if (allow_lz4 && have >= 4) {
-        uint32_t magic = codec_get32(b);
-        if (magic == CODEC_LZ4_MAGIC ||
-            (magic >= CODEC_SKIP_MAGIC_MIN && magic <= CODEC_SKIP_MAGIC_MAX)) {
+        if (is_lz4_magic(codec_get32(b))) {
             d->kind = STREAM_LZ4;
             return 0;
         }
@@ -174,10 +195,14 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
         return 0;
     }
     if (have == 0)
-        return error_set(err, WEIR_EXIT_INTEGRITY, "%s: empty input: no weir stream",
-                         d->src.name);
+        return error_set(err, WEIR_EXIT_INTEGRITY, "%s: empty input: no weir stream%s",
+                         d->src.name, allow_lz4 ? " or LZ4 data" : "");
     if (have < 4 && miss == 0)
         return truncated(d, err, "inside the header");
+    if (have < 4 && allow_lz4 && lz4_magic_prefix(b, have)) {
+        d->kind = STREAM_LZ4;
+        return truncated(d, err, "");
+    }
     return corrupt(d, err, d->offset,
                    allow_lz4 ? "not a weir stream or LZ4 data" : "not a weir stream");
 }
@@ -389,6 +414,15 @@ int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_er
 
 int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct weir_error *err)
 {
+    if (b->legacy) {
+        /* only what follows tells whether this block may be short: the end
+         * of the input (or a cut, reported next) or another magic number */
+        int r = need(d, 4, err);
+        if (r < 0)
+            return -1;
+        b->last = r == 0 || is_lz4_magic(codec_get32(d->stage + d->pos));
+        return 0;
+    }
     if (b->lz4) {
         if (b->has_sum) {
             if (require(d, 4, "LZ4 data", err))
@@ -428,17 +462,36 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
     return 0;
 }
 
-static int verify_lz4_block(const struct stream_block *b, const void *payload, long len,
-                            const char *name, struct weir_error *err)
+static int verify_legacy_block(const struct stream_block *b, long len, const char *name,
+                               struct weir_error *err)
 {
     if (len < 0)
         return error_set(err, WEIR_EXIT_INTEGRITY,
-                         "%s: LZ4 block %llu at byte %llu does not decode (corrupt data)", name,
-                         (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+                         "%s: LZ4 legacy block %llu at byte %llu does not decode (corrupt data)",
+                         name, (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+    if (!b->last && len != CODEC_LEGACY_BLOCK)
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: LZ4 legacy block %llu at byte %llu decodes to %ld bytes, not the "
+                         "8 MiB every block but the last holds (corrupt data)", name,
+                         (unsigned long long)b->seq, (unsigned long long)b->wire_off, len);
+    return 0;
+}
+
+static int verify_lz4_block(const struct stream_block *b, const void *payload, long len,
+                            const char *name, struct weir_error *err)
+{
+    if (b->legacy)
+        return verify_legacy_block(b, len, name, err);
+    /* the checksum first: a flipped payload byte is named as such, even
+     * when the block no longer decodes */
     if (b->has_sum && XXH32(payload, b->wire_len, 0) != (uint32_t)b->hash)
         return error_set(err, WEIR_EXIT_INTEGRITY,
                          "%s: LZ4 block %llu at byte %llu: checksum mismatch (corrupt data)",
                          name, (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+    if (len < 0)
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: LZ4 block %llu at byte %llu does not decode (corrupt data)", name,
+                         (unsigned long long)b->seq, (unsigned long long)b->wire_off);
     return 0;
 }
 
@@ -529,6 +582,13 @@ static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
         uint32_t magic = codec_get32(d->stage + d->pos);
         if (magic == CODEC_LZ4_MAGIC)
             return lz4_frame_header(d, err);
+        if (magic == CODEC_LEGACY_MAGIC) {
+            d->frame = (struct stream_lz4_frame){.start = d->offset, .legacy = true,
+                                                 .block_max = CODEC_LEGACY_BLOCK};
+            consume(d, 4);
+            d->lz4_legacy = true;
+            return STREAM_LZ4_LEGACY;
+        }
         if (magic < CODEC_SKIP_MAGIC_MIN || magic > CODEC_SKIP_MAGIC_MAX)
             return corrupt(d, err, d->offset, "corrupt LZ4 data: no frame starts here");
         if (require(d, 8, "LZ4 data", err))
@@ -553,8 +613,45 @@ static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
     }
 }
 
+/* Inside a legacy stream: its next block, or its end (the input's end or
+ * another magic number, which is read next). */
+static int legacy_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err)
+{
+    int r = need(d, 1, err);
+    if (r < 0)
+        return -1;
+    if (r == 0) {
+        d->lz4_legacy = false;
+        return 0;
+    }
+    if (require(d, 4, "LZ4 data", err))
+        return -1;
+    uint32_t size = codec_get32(d->stage + d->pos);
+    if (is_lz4_magic(size)) {
+        d->lz4_legacy = false;
+        return lz4_between_frames(d, err);
+    }
+    if (size == 0 || size > CODEC_LEGACY_WIRE_MAX) {
+        char what[112];
+        snprintf(what, sizeof what, "LZ4 legacy block of %u bytes (a block holds 1 to %u)",
+                 size, CODEC_LEGACY_WIRE_MAX);
+        return corrupt(d, err, d->offset, what);
+    }
+    consume(d, 4);
+    memset(b, 0, sizeof *b);
+    b->lz4 = true;
+    b->legacy = true;
+    b->wire_len = size;
+    b->wire_off = d->offset;
+    b->raw_max = CODEC_LEGACY_BLOCK;
+    b->seq = d->lz4_blocks++;
+    return STREAM_LZ4_BLOCK;
+}
+
 int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err)
 {
+    if (d->lz4_legacy)
+        return legacy_next(d, b, err);
     if (!d->lz4_in_frame)
         return lz4_between_frames(d, err);
     for (;;) {

@@ -1,7 +1,9 @@
 /*
- * worker.c - the transform workers: LZ4 compression for -z, and decoding
- * and verifying the compressed blocks of a weir stream or of a plain LZ4
- * frame.  See the essay at the top of pipeline.c.
+ * worker.c - the transform workers: LZ4 compression for -z (each block
+ * once, into pieces that serve a weir stream and an LZ4 file alike:
+ * codec.h), decoding and verifying the compressed blocks of a weir stream
+ * or of plain LZ4 data, and sealing records ahead of encrypted outputs.
+ * See the essay at the top of pipeline.c.
  *
  * Jobs wait in a FIFO (p->jobs) guarded by p->lock.  A worker takes the
  * oldest, takes the output block the job was promised, and does the work
@@ -111,14 +113,14 @@ static int worker_take(struct pipeline *p, struct job *j, uint32_t *out, struct 
 }
 
 static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out, size_t len,
-                          uint64_t raw, uint64_t hash)
+                          uint64_t raw)
 {
     sync_lock(&p->lock);
     ring_return_block_locked(&p->ring, j->src);
     p->ring.staging_bytes -= j->len;
     if (!p->encode)
         p->data_bytes += raw;
-    ring_present_locked(&p->ring, j->seq, out, len, hash, (uint32_t)raw);
+    ring_present_locked(&p->ring, j->seq, out, len, p->encode ? raw : 0);
     content_catch_up_locked(p);
     sync_unlock(&p->lock);
 }
@@ -143,10 +145,9 @@ void *worker_main(void *arg)
         const unsigned char *src = pool_data(&p->ring.pool, j.src);
         unsigned char *dst = pool_data(&p->ring.pool, out);
         if (p->encode) {
-            uint64_t hash;
-            size_t n = codec_encode_block(src, j.len, dst, p->cfg->level, j.blk.seq,
-                                          (uint32_t)p->ring.unit, &hash);
-            worker_finish(p, &j, out, n, j.len, hash);
+            size_t n = codec_encode(src, j.len, dst, p->cfg->level, j.blk.seq, p->piece_max,
+                                    p->sums);
+            worker_finish(p, &j, out, n, j.len);
             continue;
         }
         size_t cap = p->ring.pool.block_size;
@@ -158,7 +159,7 @@ void *worker_main(void *arg)
             pipeline_fail(p, &e);
             break;
         }
-        worker_finish(p, &j, out, (size_t)n, (uint64_t)n, 0);
+        worker_finish(p, &j, out, (size_t)n, (uint64_t)n);
     }
     for (int i = 0; i < WEIR_MAX_OUTPUTS; i++)
         if (w->seal_ready[i])

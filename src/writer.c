@@ -8,8 +8,12 @@
  * (session.c: greeting and header), then copies published bytes from its
  * cursor to the transport.  A TCP output that is not --raw frames raw data
  * as a weir stream of stored blocks, each write one verified block sent
- * with writev(), so the data is not copied.  With -z the buffer already
- * holds the stream's blocks and trailer.  At the end a weir sender
+ * with writev(), so the data is not copied.  With -z the buffer holds the
+ * compressed pieces and the end of the data (codec.h), which serve two
+ * forms: a connection to another weir writes the weir stream's spans of
+ * each, anything else one LZ4 frame (its header first, then the data blocks
+ * with their checksums, then the EndMark and the content checksum), from
+ * the same bytes, compressed once.  At the end a weir sender
  * half-closes the connection and waits for the receiver's answer, which the
  * back-channel thread reads along with its keepalives; only a success
  * answer makes the output complete.  That thread also hears an early
@@ -63,6 +67,51 @@ static int consumer_quit(struct output *o, struct weir_error *e)
     return STEP_FAIL;
 }
 
+/* -z: write at most limit bytes of this output's form of the piece at the
+ * cursor (src), from where the writer is in it.  Returns the bytes
+ * written, or -1 with errno; *step is how far the cursor moves, the
+ * other form's bytes included. */
+static ssize_t write_piece(struct output *o, const unsigned char *src, size_t limit, int tmo,
+                           size_t *step)
+{
+    const unsigned char *piece = src - o->piece_at;
+    struct codec_span sp[2];
+    size_t total;
+    int k = codec_spans(piece, o->form, sp, &total);
+    struct iovec iov[2];
+    int cnt = 0;
+    for (int i = 0; i < k && limit > 0; i++) {
+        size_t end = sp[i].off + sp[i].len;
+        if (end <= o->piece_at)
+            continue;
+        size_t from = sp[i].off > o->piece_at ? sp[i].off : o->piece_at;
+        size_t len = end - from < limit ? end - from : limit;
+        iov[cnt++] = (struct iovec){(void *)(piece + from), len};
+        limit -= len;
+    }
+    ssize_t w = o->t.ops->writev(&o->t, iov, cnt, tmo, &o->halt);
+    if (w < 0)
+        return -1;
+    /* where the writer is now: the bytes between spans are stepped over */
+    size_t at = o->piece_at, left = (size_t)w;
+    for (int i = 0; i < k; i++) {
+        size_t end = sp[i].off + sp[i].len;
+        if (end <= at)
+            continue;
+        if (at < sp[i].off)
+            at = sp[i].off;
+        size_t take = end - at < left ? end - at : left;
+        at += take;
+        left -= take;
+        if (at < end)
+            break;
+        at = i + 1 < k ? sp[i + 1].off : total;
+    }
+    *step = at - o->piece_at;
+    o->piece_at = at == total ? 0 : at;
+    return w;
+}
+
 static int writer_loop(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
@@ -88,11 +137,16 @@ static int writer_loop(struct output *o, struct weir_error *e)
                 transport_sealed_last(&o->t);
         }
         ssize_t w;
-        if (o->session.frame) {
+        size_t step;
+        if (p->encode) {
+            w = write_piece(o, src, n, tmo, &step);
+        } else if (o->session.frame) {
             w = session_frame(&o->session, src, n, tmo, &o->halt);
+            step = (size_t)w;
         } else {
             struct iovec iov = {(void *)src, n};
             w = o->t.ops->writev(&o->t, &iov, 1, tmo, &o->halt);
+            step = (size_t)w;
         }
         if (w < 0) {
             if (errno == EPIPE && o->has_child)
@@ -100,7 +154,7 @@ static int writer_loop(struct output *o, struct weir_error *e)
             return write_error(o, e, "write");
         }
         sync_lock(&p->lock);
-        ring_advance_locked(&p->ring, &o->cur, (size_t)w);
+        ring_advance_locked(&p->ring, &o->cur, step);
         sync_unlock(&p->lock);
         if (ratelimit_take(&o->rl, (size_t)w, &o->halt))
             return STEP_STOP;
@@ -127,10 +181,16 @@ static void queue_seals_locked(struct output *o)
         struct seal_job *j = &o->ahead[(o->ahead_head + o->ahead_count) % SEAL_AHEAD];
         j->seq = o->q_seq;
         j->off = o->q_off;
-        j->len = n;
+        j->len = j->step = n;
         j->src = src;
         j->flags = 0;
-        if (!o->session.frame && ring_range_last_locked(&p->ring, o->q_seq, o->q_off, n)) {
+        if (o->session.compressed) {
+            /* -z: a record is the weir form of one piece (or of the end) */
+            struct codec_span sp[2];
+            codec_spans(src, CODEC_FORM_WEIR, sp, &j->step);
+            j->len = sp[0].len;
+        }
+        if (!o->session.frame && ring_range_last_locked(&p->ring, o->q_seq, o->q_off, j->step)) {
             j->flags = SEAL_END;   /* -z: the trailer's record ends the direction */
             o->ended = true;       /* and a success answer may come once it is out */
         }
@@ -139,7 +199,7 @@ static void queue_seals_locked(struct output *o)
         j->out_len = 0;
         j->done = false;
         o->ahead_count++;
-        o->q_off += n;
+        o->q_off += j->step;
         seal_queue_locked(p, j);
     }
 }
@@ -205,7 +265,7 @@ static int sealed_loop(struct output *o, struct weir_error *e)
             if (rc != STEP_OK)
                 return rc;
             sync_lock(&p->lock);
-            ring_advance_locked(&p->ring, &o->cur, j->len);
+            ring_advance_locked(&p->ring, &o->cur, j->step);
             o->ahead_head = (o->ahead_head + 1) % SEAL_AHEAD;
             o->ahead_count--;
             sync_unlock(&p->lock);
@@ -500,8 +560,9 @@ static int writer_open(struct output *o, struct weir_error *e)
         transport_tcp(&o->t, fd, o->name);
         o->t.wire_tx = &o->net;   /* what it sends, at the socket, for snapshots */
     }
-    uint32_t block_max = p->encode ? (uint32_t)p->ring.unit : p->wire_block_max;
-    session_out_init(&o->session, &o->t, greet, greet && !p->encode, p->encode, block_max);
+    uint32_t block_max = p->encode ? p->piece_max : p->wire_block_max;
+    session_out_init(&o->session, &o->t, greet, greet && !p->encode,
+                     p->encode && o->form == CODEC_FORM_WEIR, block_max);
     double limit = LISTENER_HANDSHAKE_SECS;
     if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)
         limit = c->tcp.io_timeout;
@@ -517,7 +578,7 @@ static int writer_open(struct output *o, struct weir_error *e)
                     "as mbuffer does (the end cannot be verified)", o->t.name, wait);
             o->plain_fallback = true;
             greet = false;
-            session_out_init(&o->session, &o->t, false, false, p->encode, block_max);
+            session_out_init(&o->session, &o->t, false, false, false, block_max);
         }
     }
     if (greet) {
@@ -537,6 +598,15 @@ static int writer_open(struct output *o, struct weir_error *e)
     }
     if (session_begin(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
         return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+    if (p->encode && o->form == CODEC_FORM_FRAME) {
+        /* the header of the one LZ4 frame; the pieces follow, the end
+         * comes from the buffer's last slot */
+        unsigned char hdr[CODEC_LZ4_HEADER_MAX];
+        size_t n = codec_lz4_header(hdr, p->piece_max, p->sized, p->content_size);
+        if (transport_write_all(&o->t, hdr, n, io_timeout_ms(p, &o->t), &o->halt))
+            return errno == EPIPE && o->has_child ? consumer_quit(o, e)
+                                                  : write_error(o, e, "write");
+    }
     sync_lock(&p->lock);
     o->state = STATS_OUT_WRITING;
     sync_unlock(&p->lock);
@@ -591,10 +661,16 @@ static bool writer_abort(struct output *o)
     bool failed = p->failed;
     const unsigned char *rest = NULL;
     size_t restlen = 0;
-    /* -z: the rest of the block being written, which the cursor still holds */
-    if (o->session.compressed && o->cur.off > 0 && !o->dead &&
-        ring_peek_locked(&p->ring, &o->cur, &rest, &restlen) != RING_DATA)
+    /* -z: the rest of the piece being written, which the cursor still holds */
+    if (o->session.compressed && o->piece_at > 0 && !o->dead &&
+        ring_peek_locked(&p->ring, &o->cur, &rest, &restlen) == RING_DATA) {
+        struct codec_span sp[2];
+        size_t total;
+        codec_spans(rest - o->piece_at, CODEC_FORM_WEIR, sp, &total);
+        restlen = sp[0].off + sp[0].len - o->piece_at;
+    } else {
         restlen = 0;
+    }
     sync_unlock(&p->lock);
     bool told = session_abort(&o->session, failed ? why.status : WEIR_EXIT_NETWORK,
                               failed ? why.msg : "sender stopped", rest, restlen);

@@ -1,5 +1,6 @@
 /*
- * codec.h - the pieces of a weir stream: records, LZ4 frames, checksums.
+ * codec.h - the pieces of a weir stream and of weir's LZ4 files: records,
+ * LZ4 frames, checksums.
  *
  * Contract: pure functions over caller-owned memory.  No I/O, no locks, no
  * allocation; any thread may call them.  doc/stream-format.md is the
@@ -18,6 +19,18 @@
  * with its compressed bytes: codec_wire_hash); the trailer carries the byte
  * count, the block count and a chain hash over all block checksums, so a
  * dropped, duplicated, reordered, truncated or altered block is caught.
+ *
+ * That stream travels only between two weirs.  Files, pipes and commands
+ * get one standard LZ4 frame instead, which every LZ4 decoder reads whole:
+ *
+ *   lz4-file = frame-header { block-size data block-checksum } EndMark
+ *              content-checksum
+ *
+ * with independent blocks, an XXH32 checksum of each block's data and of
+ * the whole content, and the content size when it is known in advance.
+ * -z compresses each block once into pieces (codec_encode) that hold both
+ * forms side by side; each output writes the spans of its form
+ * (codec_spans).  The legacy LZ4 format (magic 0x184C2102) is only read.
  */
 #ifndef WEIR_CODEC_H
 #define WEIR_CODEC_H
@@ -32,12 +45,23 @@
 #define CODEC_WEIR_MAGIC 0x184D2A57u
 #define CODEC_VERSION 1
 #define CODEC_BLOCK_MAX (4u << 20)    /* the largest LZ4 frame block */
+#define CODEC_LEGACY_MAGIC 0x184C2102u
+#define CODEC_LEGACY_BLOCK (8u << 20) /* a legacy block's raw size (the last may be less) */
+/* the longest compressed legacy block: LZ4's bound for CODEC_LEGACY_BLOCK */
+#define CODEC_LEGACY_WIRE_MAX (CODEC_LEGACY_BLOCK + CODEC_LEGACY_BLOCK / 255 + 16)
 
 #define CODEC_HEADER_SIZE 24          /* 8 + 16 */
 #define CODEC_FRAME_PREFIX 11         /* magic, FLG, BD, HC, block size */
 #define CODEC_FRAME_SUFFIX 36         /* EndMark + 'B' record (8 + 24) */
 #define CODEC_BLOCK_OVERHEAD (CODEC_FRAME_PREFIX + CODEC_FRAME_SUFFIX)
 #define CODEC_TRAILER_SIZE 40         /* 8 + 32 */
+#define CODEC_LZ4_HEADER_MAX 15       /* an LZ4 frame header with its content size */
+#define CODEC_LZ4_END 8               /* EndMark and content checksum */
+/* -z's pieces: a block frame and its record (the weir form) with the
+ * block's XXH32 checksum after them (for the frame form); and the end */
+#define CODEC_PIECE_PREFIX 7          /* magic, FLG, BD, HC: the weir form only */
+#define CODEC_PIECE_OVERHEAD (CODEC_BLOCK_OVERHEAD + 4)
+#define CODEC_END_SIZE (CODEC_TRAILER_SIZE + CODEC_LZ4_END)
 #define CODEC_STATUS_MAX 400          /* longest status message */
 #define CODEC_STATUS_FIXED 32         /* 8 + type, code, pad, len, bytes, chain */
 #define CODEC_SUM_SIZE 8              /* the checksum that ends G, K, S and A */
@@ -159,13 +183,57 @@ uint64_t codec_wire_hash(uint64_t raw_hash, const void *payload, size_t wire_len
 uint64_t codec_chain_start(const unsigned char *header);
 uint64_t codec_chain(uint64_t chain, uint64_t block_hash, uint32_t raw_len);
 
-/* Encode one block (frame + record) into dst, which must hold
- * len + CODEC_BLOCK_OVERHEAD bytes; len <= block_max <= CODEC_BLOCK_MAX.
- * level 0 stores raw, 1-2 is fast LZ4, 3-12 LZ4HC.  Stores raw whenever
- * compression does not save space.  Returns bytes written; *hash gets the
- * block checksum. */
-size_t codec_encode_block(const unsigned char *src, size_t len, unsigned char *dst,
-                          int level, uint64_t seq, uint32_t block_max, uint64_t *hash);
+/* ---- -z: one compression, two forms ----
+ *
+ * A block of raw data is compressed once, in pieces of at most piece_max
+ * (<= CODEC_BLOCK_MAX) raw bytes, each laid out as
+ *
+ *   0        prefix: LZ4 magic, FLG 0x60, BD, HC       (weir form)
+ *   7        block size word (bit 31: stored)          (both)
+ *   11       payload, S bytes                          (both)
+ *   11+S     EndMark and 'B' record                    (weir form)
+ *   47+S     XXH32 of the payload                      (frame form)
+ *
+ * The weir form (a connection to another weir) is bytes [0, 47+S): a block
+ * frame and its record, as the weir stream has them.  The frame form
+ * (files, pipes, commands) is [7, 11+S) and [47+S, 51+S): a data block of
+ * one LZ4 frame, with its block checksum.  The end of the data is laid out
+ * the same way: the weir trailer (weir form), then the frame's EndMark and
+ * content checksum (frame form). */
+enum codec_form { CODEC_FORM_WEIR, CODEC_FORM_FRAME };
+struct codec_span {
+    size_t off, len;
+};
+
+/* Which checksums codec_encode computes (the others are left 0): the
+ * block records' (a weir form is written), the XXH32 block checksums (a
+ * frame form is written). */
+#define CODEC_SUMS_WEIR 0x1u
+#define CODEC_SUMS_FRAME 0x2u
+
+/* Pieces a block of len (> 0) raw bytes is cut into. */
+uint64_t codec_pieces(size_t len, uint32_t piece_max);
+/* Encode len (> 0) raw bytes as codec_pieces() pieces into dst, which must
+ * hold len + that many CODEC_PIECE_OVERHEAD bytes; the first piece's
+ * sequence number is seq.  level 0 stores raw, 1-2 is fast LZ4, 3-12
+ * LZ4HC; a piece that compression would not shrink is stored.  Returns the
+ * bytes written. */
+size_t codec_encode(const unsigned char *src, size_t len, unsigned char *dst, int level,
+                    uint64_t seq, uint32_t piece_max, unsigned sums);
+/* The end of the data: trailer, EndMark, content checksum (CODEC_END_SIZE). */
+size_t codec_end(unsigned char *dst, uint64_t total, uint64_t nblocks, uint64_t chain,
+                 uint32_t content_sum);
+/* The spans of the piece (or end) at p that a form writes, in order, as
+ * offsets from p; returns their count (1 or 2) and the bytes the piece
+ * takes in all in *total. */
+int codec_spans(const unsigned char *p, enum codec_form form, struct codec_span sp[2],
+                size_t *total);
+/* A piece's raw length and block-record checksum; returns its length. */
+size_t codec_piece_record(const unsigned char *p, uint32_t *raw_len, uint64_t *hash);
+/* The header of the one LZ4 frame a file gets: independent blocks of at
+ * most block_max bytes, block and content checksums, and the content size
+ * when sized.  Returns its length (7 or CODEC_LZ4_HEADER_MAX). */
+size_t codec_lz4_header(unsigned char *dst, uint32_t block_max, bool sized, uint64_t size);
 
 /* Decode one block payload.  Returns the raw length, or -1 if the payload is
  * not valid LZ4 or does not fit in cap. */

@@ -35,6 +35,9 @@ struct decode_sink {
     /* A plain LZ4 frame of linked blocks: decode it in order with
      * stream_lz4_read() until d->lz4_linked is false. */
     int (*linked)(void *ctx, struct stream_decoder *d, struct weir_error *err);
+    /* A legacy LZ4 stream begins; its blocks follow as blocks (b->legacy).
+     * It has no checksums: only what its blocks decode to is checked. */
+    int (*legacy)(void *ctx, struct stream_decoder *d, struct weir_error *err);
 };
 
 /* Decode everything after stream_sniff() said STREAM_WEIR or STREAM_LZ4. */

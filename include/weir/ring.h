@@ -44,8 +44,7 @@ struct ring_slot {
     bool present;       /* the data is there (a worker's slot may be pending) */
     bool sealed;        /* no more bytes will be added */
     size_t len;         /* bytes published */
-    uint64_t hash;      /* -z: the block's checksum, for the trailer's chain */
-    uint32_t raw_len;   /* -z: raw bytes the block holds */
+    uint64_t raw_len;   /* -z: raw bytes its pieces hold (0: the end) */
 };
 
 struct ring_cursor {
@@ -86,8 +85,8 @@ struct ring {
     struct ring_cursor *cursor[RING_MAX_CURSORS];   /* lock */
     int ncursors, live_outputs;
 
-    /* a hook for each slot as it becomes ready, in order (-z folds the
-     * trailer's chain here); lock held */
+    /* a hook for each slot as it becomes ready, in order (-z folds its
+     * pieces into the trailer's chain here); lock held */
     void (*on_ready)(void *ctx, const struct ring_slot *s);
     void *on_ready_ctx;
 
@@ -132,7 +131,7 @@ void ring_seal_locked(struct ring *r);
 uint64_t ring_add_locked(struct ring *r, uint32_t block, size_t len);
 /* A worker's result arrives in its pending slot. */
 void ring_present_locked(struct ring *r, uint64_t seq, uint32_t block, size_t len,
-                         uint64_t hash, uint32_t raw_len);
+                         uint64_t raw_len);
 /* Wait until every slot created so far is present; false when stopping. */
 bool ring_wait_settled_locked(struct ring *r);
 /* The input ended (or failed): seal, and let the cursors drain. */

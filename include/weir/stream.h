@@ -57,6 +57,8 @@ struct stream_block {
     uint64_t wire_off;    /* stream offset of the payload */
     uint32_t raw_max;     /* LZ4: the frame's block maximum */
     bool has_sum;         /* LZ4: the frame carries block checksums */
+    bool legacy;          /* LZ4: a block of a legacy stream (no checksum) */
+    bool last;            /* legacy: its stream's last block, which may be short */
     /* weir: from the block's record, after stream_block_end();
      * LZ4: seq counts blocks from the start of the input, raw_len is unused,
      * hash is the XXH32 block checksum if has_sum */
@@ -68,6 +70,7 @@ struct stream_block {
 /* What a plain LZ4 frame's header promises about its content. */
 struct stream_lz4_frame {
     uint64_t start;       /* stream offset of the frame */
+    bool legacy;          /* a legacy stream: no header fields but its blocks' size */
     uint32_t block_max;
     bool block_sums;      /* each block carries an XXH32 checksum */
     bool content_sum;     /* the frame ends with an XXH32 of its content */
@@ -97,6 +100,7 @@ struct stream_decoder {
     void *lz4;              /* LZ4F_dctx, for frames handed back whole */
     bool lz4_linked;        /* inside a frame handed back whole */
     bool lz4_in_frame;      /* inside a frame being split into blocks */
+    bool lz4_legacy;        /* inside a legacy stream */
     uint64_t lz4_blocks;
     struct stream_lz4_frame frame;
 };
@@ -121,7 +125,8 @@ int stream_next(struct stream_decoder *d, struct stream_block *b, struct weir_er
 /* Read n bytes of the current payload into dst. */
 int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_error *err);
 /* After the payload: read what follows the block into *b (weir: the EndMark
- * and the block's record; LZ4: the block checksum, if the frame has them). */
+ * and the block's record; LZ4: the block checksum, if the frame has them;
+ * legacy: whether the next four bytes end the stream, which sets b->last). */
 int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
 /* Compare a decoded block (and, when compressed, its payload) with its
  * record or checksum; INTEGRITY error on mismatch.  len < 0 means it did not
@@ -139,12 +144,17 @@ int stream_verify_block(const struct stream_block *b, const void *payload, const
  *   STREAM_LZ4_LINKED    a frame of linked blocks (or one that names a
  *                        dictionary): read it whole with stream_lz4_read;
  *                        d->frame.block_max is its block maximum
+ *   STREAM_LZ4_LEGACY    a legacy stream starts (d->frame.legacy); its
+ *                        blocks follow as STREAM_LZ4_BLOCK (b->legacy), and
+ *                        it ends without a mark, where the input ends or
+ *                        another frame's magic number stands
  *   0 at the end of the input, between frames; -1 on error. */
 enum {
     STREAM_LZ4_FRAME = 1,
     STREAM_LZ4_BLOCK,
     STREAM_LZ4_FRAME_END,
     STREAM_LZ4_LINKED,
+    STREAM_LZ4_LEGACY,
 };
 int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
 /* Inside a STREAM_LZ4_LINKED frame: decode into dst; *n = 0 at its verified

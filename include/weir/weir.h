@@ -70,7 +70,8 @@ struct weir_config {
     uint64_t readahead;          /* how far a regular file is read ahead */
 
     /* compression and the stream */
-    bool compress;
+    bool compress;               /* LZ4: one frame to files, pipes and commands, the
+                                    weir stream to weir connections */
     int level;
     bool decode;                 /* -d: the input must be a weir stream or LZ4 */
     int threads;

@@ -120,6 +120,26 @@ listen() {
     [ -n "$LPORT" ] || fail "no port in: $(cat "$err")"
 }
 
+# weir_stream IN OUT [OPTIONS...]: OUT gets the weir stream that
+# "weir OPTIONS -i IN" sends to another weir, as recorded between the two
+# (-z writes files as one LZ4 frame; the weir stream travels only between
+# two weirs), without the sender's greeting
+weir_stream() {
+    local in=$1 out=$2 px
+    shift 2
+    listen /dev/null "$TMP/ws.lerr" -q
+    "$TESTTOOL" proxy "$LPORT" record 0 0 "$TMP/ws.rec" >"$TMP/ws.proxy" &
+    px=$!
+    PIDS+=("$px")
+    wait_for "$TMP/ws.proxy" "proxy listening on" 10
+    "$WEIR" -q "$@" -i "$in" -O "127.0.0.1:$(grep -o '[0-9]*$' "$TMP/ws.proxy")" \
+        || fail "weir_stream: the sender exited $?"
+    wait_bounded "$LPID" 20
+    [ "$STATUS" -eq 0 ] || { cat "$TMP/ws.lerr" >&2; fail "weir_stream: the receiver exited $STATUS"; }
+    wait "$px" || fail "weir_stream: the proxy failed"
+    tail -c +33 "$TMP/ws.rec" >"$out"   # the greeting: 32 bytes
+}
+
 # bg CMD...: run in the background; sets BPID
 bg() {
     "$@" &

@@ -1,10 +1,12 @@
 #!/bin/bash
-# Purpose: weir -d catches truncation at every kind of offset, a flipped byte in the
+# Purpose: weir -d catches, in a weir stream (recorded between two weirs) and in
+# plain LZ4 frames, truncation at every kind of offset, a flipped byte in the
 # header, a block, a checksum and the trailer, junk after the end, an over-long
 # block and empty input, all with exit 6 and a message giving the byte.
 . "$(dirname "$0")/lib.sh"
 gen "$TMP/in" 300000 mixed
-"$WEIR" -q -z -s 64k <"$TMP/in" >"$TMP/z" || fail "-z"
+weir_stream "$TMP/in" "$TMP/z" -z -s 64k
+ws=$TMP/ws.z; cp "$TMP/z" "$ws"
 len=$(stat -c %s "$TMP/z")
 first=$(( $(od -An -tu4 -j 31 -N 4 "$TMP/z") & 0x7fffffff ))   # first block's size
 b1=$((24 + 11 + first + 36))                                       # end of block 0
@@ -75,9 +77,9 @@ for cut in 4 6 9 500 $((len - 5)) $((len - 1)); do
 done
 # a weir stream is never decoded without its checks: not with its header cut
 # off (its frames alone look like LZ4 data), nor after an LZ4 frame
-"$WEIR" -q -z -s 64k <"$TMP/in" | tail -c +25 >"$TMP/headless"
+tail -c +25 "$ws" >"$TMP/headless"
 decode_fails "$TMP/headless" "weir stream without its header" "without its header"
-{ lz4 -q -c "$TMP/in"; "$WEIR" -q -z <"$TMP/in"; } >"$TMP/lz4weir"
+{ lz4 -q -c "$TMP/in"; cat "$ws"; } >"$TMP/lz4weir"
 decode_fails "$TMP/lz4weir" "weir stream after an lz4 frame" "a weir stream follows LZ4 data"
 lz4 -q -B4 -BX -c "$TMP/in" >"$TMP/z"          # with block checksums
 flip 500; decode_fails "$TMP/f" "lz4 -BX: flipped byte in a block" "corrupt data"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Purpose: -z | -d round trips at awkward sizes and kinds of data; stock lz4 decodes
 # weir -z output, and weir -d decodes what lz4 makes (linked blocks, no checksums,
-# concatenated and skippable frames included).
+# concatenated and skippable frames included) and concatenated weir streams.
 . "$(dirname "$0")/lib.sh"
 command -v lz4 >/dev/null || fail "lz4 is not installed (scripts/deps.sh installs it)"
 B=65536
@@ -34,9 +34,9 @@ same "$TMP/mix" "$TMP/out" "--compress=9 (LZ4HC) round trip"
 
 "$WEIR" -q -z <"$TMP/mix" | lz4 -dc >"$TMP/out" || fail "lz4 -d of weir -z"
 same "$TMP/mix" "$TMP/out" "stock lz4 -d decodes weir -z"
-"$WEIR" -q -z </dev/null | lz4 -dc >"$TMP/empty.out" || fail "lz4 -d of an empty weir stream"
-[ ! -s "$TMP/empty.out" ] || fail "empty stream decoded to bytes"
-ok "stock lz4 -d decodes an empty weir stream"
+"$WEIR" -q -z </dev/null | lz4 -dc >"$TMP/empty.out" || fail "lz4 -d of empty weir -z output"
+[ ! -s "$TMP/empty.out" ] || fail "empty input decoded to bytes"
+ok "stock lz4 -d decodes weir -z of empty input"
 for opts in "-1" "-9" "-BD" "--no-frame-crc" "-BX" "-B4" "--content-size"; do
     lz4 -q $opts -c "$TMP/mix" >"$TMP/x.lz4" || fail "lz4 $opts"
     "$WEIR" -q -d <"$TMP/x.lz4" >"$TMP/out" || fail "weir -d of lz4 $opts exited $?"
@@ -61,7 +61,12 @@ for T in 1 2 3; do
     [ "${PIPESTATUS[0]}" -eq 0 ] || fail "-d -T $T of mixed kinds of frames exited ${PIPESTATUS[0]}"
     same "$TMP/kinds" "$TMP/out" "weir -d -T $T decodes linked, checksummed and sized frames in one input"
 done
-{ "$WEIR" -q -z <"$TMP/a"; "$WEIR" -q -z <"$TMP/b"; } >"$TMP/cat.weir"
+{ "$WEIR" -q -z <"$TMP/a"; "$WEIR" -q -z <"$TMP/b"; } >"$TMP/cat.z"
+"$WEIR" -q -d -i "$TMP/cat.z" -f -o "$TMP/out" || fail "concatenated weir -z output"
+same "$TMP/ab" "$TMP/out" "weir -d decodes concatenated weir -z output"
+weir_stream "$TMP/a" "$TMP/a.weir" -z -s 64k
+weir_stream "$TMP/b" "$TMP/b.weir" -z
+cat "$TMP/a.weir" "$TMP/b.weir" >"$TMP/cat.weir"
 "$WEIR" -q -d -i "$TMP/cat.weir" -f -o "$TMP/out" || fail "concatenated weir streams"
 same "$TMP/ab" "$TMP/out" "weir -d decodes concatenated weir streams"
 done_testing

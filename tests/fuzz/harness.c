@@ -2,8 +2,10 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "weir/codec.h"
 #include "weir/decode.h"
@@ -78,7 +80,7 @@ static int sink_block(void *ctx, struct stream_decoder *d, struct stream_block *
     long n = codec_decode_block(m->payload.p, b->wire_len, b->stored, dst, cap);
     if (stream_verify_block(b, m->payload.p, dst, n, "harness", err))
         return STEP_FAIL;
-    if (b->lz4)
+    if (b->lz4 && !b->legacy)
         stream_content_add(&m->content, dst, (size_t)n);
     m->out.len += (size_t)n;
     return STEP_OK;
@@ -112,6 +114,12 @@ static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *e
     return STEP_OK;
 }
 
+static int sink_legacy(void *ctx, struct stream_decoder *d, struct weir_error *err)
+{
+    (void)ctx, (void)d, (void)err;
+    return STEP_OK;
+}
+
 int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out,
                    size_t *outlen, struct weir_error *err)
 {
@@ -122,7 +130,7 @@ int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out
     struct memsink m = {0};
     struct decode_sink sink = {.ctx = &m, .start = sink_start, .block = sink_block,
                                .frame_start = sink_frame_start, .frame_end = sink_frame_end,
-                               .linked = sink_linked};
+                               .linked = sink_linked, .legacy = sink_legacy};
     int rc = stream_init(&d, &src, err) ? STEP_FAIL : STEP_OK;
     if (rc == STEP_OK && stream_sniff(&d, true, false, err))
         rc = STEP_FAIL;
@@ -139,23 +147,63 @@ int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out
     return 0;
 }
 
+/* Both forms from the same pieces, written span by span as the engine's
+ * writers write them (codec.h). */
+static uint8_t *encode_form(const uint8_t *data, size_t size, size_t block, int level,
+                            enum codec_form form, bool sized, size_t *len)
+{
+    uint64_t npieces = size ? codec_pieces(size, (uint32_t)block) : 0;
+    size_t plen = size + npieces * CODEC_PIECE_OVERHEAD + CODEC_END_SIZE;
+    uint8_t *pieces = malloc(plen);
+    uint8_t *buf = malloc(plen + CODEC_HEADER_SIZE + CODEC_LZ4_HEADER_MAX);
+    if (!pieces || !buf) {
+        free(pieces);
+        free(buf);
+        return NULL;
+    }
+    plen = size ? codec_encode(data, size, pieces, level, 0, (uint32_t)block,
+                               CODEC_SUMS_WEIR | CODEC_SUMS_FRAME)
+                : 0;
+    size_t pos;
+    uint64_t chain = 0;
+    if (form == CODEC_FORM_WEIR) {
+        pos = codec_header(buf, (uint32_t)block, level ? CODEC_HEADER_COMPRESSED : 0);
+        chain = codec_chain_start(buf);
+    } else {
+        pos = codec_lz4_header(buf, (uint32_t)block, sized, size);
+    }
+    for (size_t off = 0; off <= plen;) {
+        if (off == plen) {
+            /* the end, with the chain of the pieces before it */
+            codec_end(pieces + plen, size, npieces, chain, XXH32(data, size, 0));
+        } else {
+            uint32_t raw;
+            uint64_t hash;
+            codec_piece_record(pieces + off, &raw, &hash);
+            chain = codec_chain(chain, hash, raw);
+        }
+        struct codec_span sp[2];
+        size_t total;
+        int k = codec_spans(pieces + off, form, sp, &total);
+        for (int i = 0; i < k; i++) {
+            memcpy(buf + pos, pieces + off + sp[i].off, sp[i].len);
+            pos += sp[i].len;
+        }
+        off += total;
+    }
+    free(pieces);
+    *len = pos;
+    return buf;
+}
+
 uint8_t *harness_encode(const uint8_t *data, size_t size, size_t block, int level,
                         size_t *len)
 {
-    size_t nblocks = size / block + 1;
-    uint8_t *buf = malloc(CODEC_HEADER_SIZE + size + nblocks * CODEC_BLOCK_OVERHEAD +
-                          CODEC_TRAILER_SIZE);
-    if (!buf)
-        return NULL;
-    size_t pos = codec_header(buf, (uint32_t)block, level ? CODEC_HEADER_COMPRESSED : 0);
-    uint64_t chain = codec_chain_start(buf), seq = 0;
-    for (size_t off = 0; off < size; off += block, seq++) {
-        size_t n = size - off < block ? size - off : block;
-        uint64_t hash;
-        pos += codec_encode_block(data + off, n, buf + pos, level, seq, (uint32_t)block, &hash);
-        chain = codec_chain(chain, hash, (uint32_t)n);
-    }
-    pos += codec_trailer(buf + pos, size, seq, chain);
-    *len = pos;
-    return buf;
+    return encode_form(data, size, block, level, CODEC_FORM_WEIR, false, len);
+}
+
+uint8_t *harness_encode_lz4(const uint8_t *data, size_t size, size_t block, int level,
+                            bool sized, size_t *len)
+{
+    return encode_form(data, size, block, level, CODEC_FORM_FRAME, sized, len);
 }

@@ -8,6 +8,7 @@
 #ifndef WEIR_TEST_HARNESS_H
 #define WEIR_TEST_HARNESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,9 +19,14 @@
 int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out,
                    size_t *outlen, struct weir_error *err);
 
-/* Build a weir stream of data in memory: blocks of block bytes, LZ4 level
- * (0 stores raw).  Returns a malloc'd buffer and its size in *len. */
+/* Build a weir stream of data in memory: blocks of block bytes (at most
+ * CODEC_BLOCK_MAX), LZ4 level (0 stores raw).  Returns a malloc'd buffer
+ * and its size in *len. */
 uint8_t *harness_encode(const uint8_t *data, size_t size, size_t block, int level,
                         size_t *len);
+/* The same data as one LZ4 frame, as weir -z writes files: from the same
+ * pieces, with the content size in its header when sized. */
+uint8_t *harness_encode_lz4(const uint8_t *data, size_t size, size_t block, int level,
+                            bool sized, size_t *len);
 
 #endif

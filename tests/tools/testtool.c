@@ -33,6 +33,8 @@
  *   testtool latency N CMD [ARGS...]  run CMD with pipes on stdin and stdout,
  *       send N single lines 20 ms apart, print the median microseconds from
  *       writing a line to reading it back
+ *   testtool lz4size FILE SIZE        make the content size in the header of
+ *       the LZ4 frame that starts FILE say SIZE, with a valid header checksum
  *
  * It exits 0 when it did what it was asked, 1 otherwise.
  */
@@ -555,8 +557,35 @@ static int cmd_greet(int version, int oldest, const char *role)
     return write_all(1, g, sizeof g) ? 1 : 0;
 }
 
+/* The content size of the LZ4 frame at the start of a file, rewritten: a
+ * frame whose header lies with a valid header checksum. */
+static int cmd_lz4size(const char *path, unsigned long long size)
+{
+    unsigned char h[15];
+    FILE *f = fopen(path, "r+b");
+    if (!f)
+        die(path);
+    if (fread(h, 1, sizeof h, f) != sizeof h || h[0] != 0x04 || h[1] != 0x22 || h[2] != 0x4D ||
+        h[3] != 0x18 || !(h[4] & 0x08)) {
+        fprintf(stderr, "testtool: %s does not start with an LZ4 frame that gives its size\n",
+                path);
+        fclose(f);
+        return 1;
+    }
+    for (int i = 0; i < 8; i++)
+        h[6 + i] = (unsigned char)(size >> (8 * i));
+    h[14] = (unsigned char)(XXH32(h + 4, 10, 0) >> 8);
+    if (fseek(f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, f) != sizeof h)
+        die(path);
+    if (fclose(f) != 0)
+        die(path);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && strcmp(argv[1], "lz4size") == 0)
+        return cmd_lz4size(argv[2], strtoull(argv[3], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "status") == 0)
         return cmd_status(atoi(argv[2]), strtoull(argv[3], NULL, 10), argv[4]);
     if (argc >= 4 && strcmp(argv[1], "flood") == 0)

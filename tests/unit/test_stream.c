@@ -2,8 +2,12 @@
  * test_stream.c - the weir stream survives round trips at awkward sizes, and
  * every truncation and every flipped byte of a stream is rejected.  Plain
  * LZ4 frames of every kind decode to what liblz4 encoded, and truncations,
- * flips, wrong sizes and over-long blocks are caught.
+ * flips, wrong sizes and over-long blocks are caught.  The LZ4 frame weir -z
+ * writes to files decodes with liblz4 and with weir, and weir rejects every
+ * cut and flip of it.  Legacy LZ4 decodes alone, concatenated and among
+ * frames; cuts, short blocks and impossible sizes are caught.
  */
+#include <lz4.h>
 #include <lz4frame.h>
 #include <stdint.h>
 #include <string.h>
@@ -307,14 +311,224 @@ static void lz4_lies(void)
     free(data);
 }
 
+/* ---- the LZ4 frame weir -z writes to files --------------------------------- */
+
+/* Decode with liblz4's frame decoder in one call, as one-shot decoders do. */
+static void liblz4_decodes(const uint8_t *enc, size_t len, const uint8_t *data, size_t size,
+                           const char *what)
+{
+    LZ4F_dctx *ctx;
+    CHECK(!LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION)), "dctx");
+    LZ4F_frameInfo_t info;
+    size_t in = len;
+    size_t hint = LZ4F_getFrameInfo(ctx, &info, enc, &in);
+    CHECK(!LZ4F_isError(hint), "%s: frame info: %s", what, LZ4F_getErrorName(hint));
+    CHECK(info.blockMode == LZ4F_blockIndependent && info.blockChecksumFlag &&
+          info.contentChecksumFlag, "%s: the header says independent blocks and both checksums",
+          what);
+    uint8_t *out = malloc(size + 1);
+    size_t pos = in, outpos = 0;
+    while (pos < len && hint != 0) {
+        size_t o = size + 1 - outpos, i = len - pos;
+        hint = LZ4F_decompress(ctx, out + outpos, &o, enc + pos, &i, NULL);
+        CHECK(!LZ4F_isError(hint), "%s: liblz4: %s", what, LZ4F_getErrorName(hint));
+        pos += i;
+        outpos += o;
+    }
+    CHECK(hint == 0 && pos == len, "%s: liblz4 ends where the frame ends", what);
+    CHECK(outpos == size && (size == 0 || memcmp(out, data, size) == 0),
+          "%s: liblz4 decodes the data", what);
+    free(out);
+    LZ4F_freeDecompressionContext(ctx);
+}
+
+static void frame_round_trips(void)
+{
+    size_t sizes[] = {0, 1, 63, 64, 65, 4095, 4097, 65535, 65536, 65537, 300001};
+    size_t blocks[] = {64, 4096, 65536, 1u << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        uint8_t *data = lz4_data(sizes[i]);
+        for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+            for (int level = 0; level <= 9; level += 9) {
+                for (int sized = 0; sized < 2; sized++) {
+                    char what[96];
+                    snprintf(what, sizeof what, "lz4 file of %zu bytes, blocks of %zu, level %d%s",
+                             sizes[i], blocks[b], level, sized ? ", sized" : "");
+                    size_t len, outlen;
+                    uint8_t *enc = harness_encode_lz4(data, sizes[i], blocks[b], level, sized,
+                                                      &len), *out;
+                    CHECK(enc, "%s: encode", what);
+                    CHECK((enc[4] & 0x08) == (sized ? 0x08 : 0), "%s: size flag", what);
+                    liblz4_decodes(enc, len, data, sizes[i], what);
+                    struct weir_error err;
+                    CHECK(harness_decode(enc, len, 777, &out, &outlen, &err) == 0, "%s: %s", what,
+                          err.msg);
+                    CHECK(outlen == sizes[i] && (outlen == 0 || memcmp(out, data, outlen) == 0),
+                          "%s: weir decodes the data", what);
+                    free(out);
+                    free(enc);
+                }
+            }
+        }
+        free(data);
+    }
+}
+
+/* Every cut of weir's frame is rejected; every flipped bit is rejected or
+ * decodes to the very same data. */
+static void frame_cuts_and_flips(void)
+{
+    size_t size = 9000, len;
+    uint8_t *data = lz4_data(size);
+    uint8_t *enc = harness_encode_lz4(data, size, 4096, 1, true, &len);
+    for (size_t cut = 0; cut < len; cut++) {
+        uint8_t *out;
+        size_t outlen;
+        struct weir_error err;
+        int rc = harness_decode(enc, cut, 5, &out, &outlen, &err);
+        if (rc == 0)
+            free(out);
+        CHECK(rc != 0 && err.status == WEIR_EXIT_INTEGRITY,
+              "weir's frame cut at %zu of %zu: rc %d (%s)", cut, len, rc, rc ? err.msg : "");
+    }
+    for (size_t at = 0; at < len; at++) {
+        for (int bit = 0; bit < 8; bit += 3) {
+            enc[at] ^= (uint8_t)(1u << bit);
+            uint8_t *out;
+            size_t outlen;
+            struct weir_error err;
+            int rc = harness_decode(enc, len, 4096, &out, &outlen, &err);
+            enc[at] ^= (uint8_t)(1u << bit);
+            if (rc == 0) {
+                CHECK(outlen == size && memcmp(out, data, size) == 0,
+                      "weir's frame: flipping bit %d of byte %zu changed the data unnoticed",
+                      bit, at);
+                free(out);
+            } else {
+                CHECK(err.status == WEIR_EXIT_INTEGRITY, "weir's frame, flip at %zu: %d (%s)",
+                      at, err.status, err.msg);
+            }
+        }
+    }
+    free(enc);
+    free(data);
+}
+
+/* ---- legacy LZ4 ------------------------------------------------------------ */
+
+/* A legacy stream as lz4 -l writes it: 8 MiB blocks, each compressed. */
+static uint8_t *legacy_encode(const uint8_t *data, size_t size, size_t *len)
+{
+    size_t nblocks = size / CODEC_LEGACY_BLOCK + 1;
+    uint8_t *buf = malloc(4 + size + nblocks * (4 + CODEC_LEGACY_WIRE_MAX - CODEC_LEGACY_BLOCK));
+    CHECK(buf, "malloc");
+    codec_put32(buf, CODEC_LEGACY_MAGIC);
+    size_t pos = 4;
+    for (size_t off = 0; off < size; off += CODEC_LEGACY_BLOCK) {
+        size_t n = size - off < CODEC_LEGACY_BLOCK ? size - off : CODEC_LEGACY_BLOCK;
+        int c = LZ4_compress_default((const char *)data + off, (char *)buf + pos + 4, (int)n,
+                                     LZ4_compressBound((int)n));
+        CHECK(c > 0, "LZ4_compress_default");
+        codec_put32(buf + pos, (uint32_t)c);
+        pos += 4 + (size_t)c;
+    }
+    *len = pos;
+    return buf;
+}
+
+static void expect_decodes(const uint8_t *enc, size_t len, const uint8_t *want, size_t wantlen,
+                           const char *what)
+{
+    uint8_t *out;
+    size_t outlen;
+    struct weir_error err;
+    for (size_t chunk = 3; chunk < 10000000; chunk *= 300) {
+        CHECK(harness_decode(enc, len, chunk, &out, &outlen, &err) == 0, "%s: %s", what,
+              err.msg);
+        CHECK(outlen == wantlen && (outlen == 0 || memcmp(out, want, outlen) == 0),
+              "%s: decoded data", what);
+        free(out);
+    }
+}
+
+static void legacy(void)
+{
+    size_t big = CODEC_LEGACY_BLOCK + 70001, small = 5000;
+    uint8_t *data = lz4_data(big);
+    size_t lb, ls, lf;
+    uint8_t *eb = legacy_encode(data, big, &lb), *es = legacy_encode(data, small, &ls);
+    uint8_t *ef = harness_encode_lz4(data, small, 4096, 1, false, &lf);
+    expect_decodes(eb, lb, data, big, "legacy, two blocks");
+    expect_decodes(es, 4, NULL, 0, "an empty legacy stream");
+    /* legacy + frame + skippable + legacy + legacy, and the same data twice */
+    size_t cat = ls + lf + 12 + lb + ls;
+    uint8_t *enc = malloc(cat), *want = malloc(small * 3 + big);
+    size_t pos = 0;
+    memcpy(enc, es, ls), pos += ls;
+    memcpy(enc + pos, ef, lf), pos += lf;
+    codec_put32(enc + pos, CODEC_SKIP_MAGIC_MIN + 3), codec_put32(enc + pos + 4, 4);
+    memcpy(enc + pos + 8, "skip", 4), pos += 12;
+    memcpy(enc + pos, eb, lb), pos += lb;
+    memcpy(enc + pos, es, ls), pos += ls;
+    memcpy(want, data, small);
+    memcpy(want + small, data, small);
+    memcpy(want + 2 * small, data, big);
+    memcpy(want + 2 * small + big, data, small);
+    expect_decodes(enc, pos, want, 3 * small + big, "legacy among frames");
+    /* cuts inside a block or its size; a cut between blocks is a valid
+     * shorter stream, as the format has no end mark */
+    size_t cuts[] = {5, 7, 8, 100, lb / 2, lb - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++)
+        expect_lz4_error(eb, cuts[i], "a cut legacy stream", "truncated LZ4 data");
+    expect_lz4_error(es, ls - 1, "a legacy stream cut in its last block", "truncated");
+    /* a first block that is not full, followed by another */
+    uint8_t *two = malloc(2 * ls);
+    memcpy(two, es, ls);
+    memcpy(two + ls, es + 4, ls - 4);
+    expect_lz4_error(two, 2 * ls - 4, "a short legacy block before another",
+                     "not the 8 MiB every block but the last holds");
+    codec_put32(two + 4, 0);
+    expect_lz4_error(two, ls, "a legacy block of 0 bytes", "LZ4 legacy block of 0 bytes");
+    codec_put32(two + 4, CODEC_LEGACY_WIRE_MAX + 1);
+    expect_lz4_error(two, ls, "a legacy block over LZ4's bound", "a block holds 1 to");
+    memcpy(two, es, ls);
+    two[20] ^= 0x55;
+    uint8_t *out;
+    size_t outlen;
+    struct weir_error err;
+    int rc = harness_decode(two, ls, 100, &out, &outlen, &err);
+    if (rc == 0) {
+        /* no checksum: a flip may decode to other data, never to more */
+        CHECK(outlen <= CODEC_LEGACY_BLOCK, "a flipped legacy block decoded to %zu bytes", outlen);
+        free(out);
+    } else {
+        CHECK(err.status == WEIR_EXIT_INTEGRITY, "a flipped legacy block: %s", err.msg);
+    }
+    free(two);
+    free(enc);
+    free(want);
+    free(ef);
+    free(es);
+    free(eb);
+    free(data);
+}
+
 /* Build a one-block stream by hand, with the header's flags given. */
 static size_t one_block_stream(uint8_t *buf, const uint8_t *data, size_t n, unsigned flags,
                                int level)
 {
+    uint8_t piece[1000 + CODEC_PIECE_OVERHEAD];
+    codec_encode(data, n, piece, level, 0, 1000, CODEC_SUMS_WEIR);
+    uint32_t raw;
+    uint64_t hash;
+    codec_piece_record(piece, &raw, &hash);
+    struct codec_span sp[2];
+    size_t total;
+    codec_spans(piece, CODEC_FORM_WEIR, sp, &total);
     size_t pos = codec_header(buf, 1000, flags);
-    uint64_t chain = codec_chain_start(buf), hash;
-    pos += codec_encode_block(data, n, buf + pos, level, 0, 1000, &hash);
-    chain = codec_chain(chain, hash, (uint32_t)n);
+    uint64_t chain = codec_chain(codec_chain_start(buf), hash, raw);
+    memcpy(buf + pos, piece, sp[0].len);
+    pos += sp[0].len;
     return pos + codec_trailer(buf + pos, n, 1, chain);
 }
 
@@ -379,5 +593,8 @@ int main(void)
     lz4_truncations();
     lz4_flips();
     lz4_lies();
+    frame_round_trips();
+    frame_cuts_and_flips();
+    legacy();
     CHECK_DONE();
 }
