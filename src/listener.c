@@ -478,7 +478,7 @@ static int hear(struct admission *a, struct pending *c)
 /* The connection that proved itself becomes the input: 0, or -1 when it
  * could not be set up (it is dropped, and the listener goes on). */
 static int admit(struct admission *a, struct pending *c, struct transport *t,
-                 unsigned char *ahead, size_t *nahead)
+                 unsigned char *ahead, size_t *nahead, bool *plain)
 {
     char name[100];
     snprintf(name, sizeof name, "input %s", c->peer);
@@ -507,6 +507,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
         log_msg(a->log, LOG_INFO, "connection from %s, with the key '%s'", c->peer,
                 tls_identity(c->tls));
     } else if (c->plain) {
+        *plain = true;
         *nahead = c->have;
         memcpy(ahead, c->buf, c->have);
         log_msg(a->log, LOG_INFO, "connection from %s: plain bytes (mbuffer, nc or socat)",
@@ -564,8 +565,9 @@ static int wait_ms(double now, double a, double b)
 
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
                    struct weir_log *log, struct transport *t, unsigned char *ahead,
-                   size_t *nahead, struct weir_error *err)
+                   size_t *nahead, bool *plain, struct weir_error *err)
 {
+    *plain = false;
     /* large (a buffer per waiting connection): on the heap */
     struct admission *a = calloc(1, sizeof *a);
     if (!a)
@@ -610,14 +612,14 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
         for (int i = 1; i < n && !won; i++)
             if (pfd[i].revents && who[i]->fd >= 0 && hear(a, who[i]) == 1)
                 won = who[i];
-        if (won && admit(a, won, t, ahead, nahead) == 0) {
+        if (won && admit(a, won, t, ahead, nahead, plain) == 0) {
             free(a);
             return 0;
         }
         if (pfd[0].revents) {
             if (accept_some(a, &won, err))
                 break;
-            if (won && admit(a, won, t, ahead, nahead) == 0) {
+            if (won && admit(a, won, t, ahead, nahead, plain) == 0) {
                 free(a);
                 return 0;
             }

@@ -515,12 +515,17 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case 'W':
         return parse_secs("-W", arg, &o->watchdog, err);
     case 'H': case OPT_MD5: o->hash = "md5"; return 0;
-    case OPT_HASH:
-        if (!EVP_get_digestbyname(arg))
+    case OPT_HASH: {
+        /* fetched, not only named: OpenSSL 3 names digests (md4) that its
+         * default provider cannot run */
+        EVP_MD *md = EVP_MD_fetch(NULL, arg, NULL);
+        EVP_MD_free(md);
+        if (!md)
             return bad(err, "--hash: '%s' is not a digest this weir knows (md5, sha1, "
                        "sha256, sha512, blake2b512...)", arg);
         o->hash = arg;
         return 0;
+    }
     case OPT_PID: o->print_pid = true; return 0;
     case 'c': o->dsync = true; return 0;
     case 'L': o->lock_memory = true; return 0;
@@ -536,9 +541,13 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         return bad(err, "--tcpbuffer: not supported: weir leaves TCP buffer sizes to the "
                    "kernel, which tunes them to the connection");
     case OPT_TCPTIMEO: {
-        double ms;
-        if (parse_secs("--tcptimeo", arg, &ms, err))
-            return -1;
+        char *end;
+        errno = 0;
+        double ms = strtod(arg, &end);
+        if (errno || end == arg || *end || !isfinite(ms) || ms < 0 ||
+            ms > OPTIONS_MAX_SECS * 1000.0)
+            return bad(err, "--tcptimeo: '%s' is not a number of milliseconds (at most %d000)",
+                       arg, OPTIONS_MAX_SECS);
         o->io_timeout = ms / 1000.0;
         return 0;
     }

@@ -989,7 +989,8 @@ static void watch(struct pipeline *p, struct watchdog *w, double now)
     for (int i = 0; i < p->nout; i++) {
         const struct output *o = &p->out[i];
         sum += o->cur.bytes + o->peer_written;
-        awaiting |= o->awaiting && !o->dead;
+        /* connecting and greeting have bounds of their own */
+        awaiting |= (o->awaiting || o->state == STATS_OUT_CONNECTING) && !o->dead;
         if (!o->dead && o->running && (!slowest || o->cur.bytes < slowest->cur.bytes))
             slowest = o;
     }
@@ -1101,6 +1102,11 @@ int weir_run(struct weir_engine *e, const struct weir_observer *obs)
         struct weir_error ignored;
         transport_close(&p->in, !p->failed, NULL, &ignored);
     }
+    /* -H: the digest is said only of a transfer that succeeded whole */
+    for (int i = 0; !p->failed && i < p->nout; i++)
+        if (p->out[i].spec->kind == WEIR_OUT_DIGEST && p->out[i].t.digest_hex[0])
+            log_msg(p->log, LOG_NOTICE, "%s hash: %s", p->out[i].spec->path,
+                    p->out[i].t.digest_hex);
     /* a transfer that failed before it wrote a byte leaves no empty file
      * behind, so that a retry is not refused with "file exists" */
     for (int i = 0; p->failed && i < p->nout; i++)

@@ -169,6 +169,7 @@ struct pipeline {
     bool has_producer;
     unsigned char ahead[LISTENER_AHEAD_MAX];   /* read while admitting */
     size_t nahead, ahead_pos;
+    bool in_plain;             /* the listener admitted plain bytes (plain_too) */
     bool answer_sender;        /* lock: the input is a weir stream over TCP */
     uint64_t stream_chain;     /* lock: the received stream's chain, once verified */
     bool input_closed;         /* lock: the reader closed the input */

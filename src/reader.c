@@ -441,6 +441,8 @@ static int read_input(struct reader *r, struct weir_error *e)
         return compress_input(r, e);
     if (!p->may_decode)
         return pass_through(r, NULL, e);
+    if (p->in_plain)   /* admitted as plain bytes: taken as they are, never decoded */
+        return pipeline_carve(p, (size_t)c->block, e) ? STEP_FAIL : pass_through(r, NULL, e);
     struct stream_decoder d;
     struct stream_source src = {.read = source_read, .settle = source_settle, .ctx = r,
                                 .error_status = p->in.status, .name = p->in.name};
@@ -489,7 +491,8 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
     if (s->io_timeout > 0 && s->io_timeout < cfg.handshake_timeout)
         cfg.handshake_timeout = s->io_timeout;
     struct transport t;
-    if (listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead, e))
+    if (listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead,
+                       &p->in_plain, e))
         return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;
     /* the connection's bytes, from its admission on, for snapshots */
     atomic_store(&p->net_in, t.wire_before);

@@ -27,6 +27,7 @@
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -437,7 +438,7 @@ static int raw_confirm(struct output *o, struct weir_error *e)
 {
     double deadline = clock_now() + RAW_CONFIRM_SECS;
     unsigned char buf[4096], head[4];
-    size_t seen = 0;
+    size_t seen = 0, total = 0;
     for (;;) {
         double left = deadline - clock_now();
         if (left <= 0)
@@ -456,8 +457,15 @@ static int raw_confirm(struct output *o, struct weir_error *e)
             return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s", o->t.name), STEP_FAIL;
         for (ssize_t i = 0; i < r && seen < sizeof head; i++)
             head[seen++] = buf[i];
+        total += (size_t)r;
         /* a weir that takes plain bytes as well (under the name mbuffer)
-         * may have greeted after this sender stopped waiting */
+         * may have greeted after this sender stopped waiting, and then says
+         * nothing more; anything after its greeting is a refusal */
+        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC && o->plain_fallback &&
+            total > CODEC_GREETING_SIZE)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener that refused "
+                             "the plain bytes (it greeted late): run it under the name mbuffer "
+                             "or with --raw", o->t.name), STEP_FAIL;
         if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC && !o->plain_fallback)
             return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener, which "
                              "takes plain bytes only with --raw: send without --raw",
@@ -674,8 +682,11 @@ static bool writer_abort(struct output *o)
     sync_unlock(&p->lock);
     bool told = session_abort(&o->session, failed ? why.status : WEIR_EXIT_NETWORK,
                               failed ? why.msg : "sender stopped", rest, restlen);
-    if (!told)
+    if (!told) {
+        log_msg(p->log, LOG_DEBUG, "%s: the receiver could not be told why (%s); resetting "
+                "the connection", o->t.name, o->session.spoke ? strerror(errno) : "nothing sent");
         o->t.ops->abort(&o->t);
+    }
     return told;
 }
 
@@ -683,6 +694,31 @@ static bool writer_abort(struct output *o)
  * decides whether the output is complete.  told: a weir receiver was sent
  * an abort record; it gets a moment to read it before the connection goes
  * (closing with its records unread would reset the connection). */
+/* After an abort record: read and drop what the receiver still sends (a
+ * keepalive, its answer) until it closes, for a few seconds at most.
+ * Closing a socket with unread bytes resets the connection, and a reset can
+ * reach the receiver before it has read the abort, which it then never
+ * sees. */
+static void drain_to_eof(int fd, double secs)
+{
+    double until = clock_now() + secs;
+    unsigned char buf[4096];
+    for (;;) {
+        double left = until - clock_now();
+        if (left <= 0)
+            return;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int r = poll(&pfd, 1, (int)(left * 1000) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return;
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return;
+    }
+}
+
 static int writer_close(struct output *o, int rc, bool told, struct weir_error *e)
 {
     struct pipeline *p = o->p;
@@ -694,10 +730,15 @@ static int writer_close(struct output *o, int rc, bool told, struct weir_error *
             }
             sync_unlock(&p->lock);
         }
-        if (o->t.fd >= 0)
+        sync_lock(&p->lock);
+        bool reading = o->bc_running;
+        sync_unlock(&p->lock);
+        if (o->t.fd >= 0 && (reading || !told))
             shutdown(o->t.fd, SHUT_RDWR);   /* ends the back channel's read */
         sync_join(o->backchannel);
         o->has_backchannel = false;
+        if (told && !reading && o->t.fd >= 0)
+            drain_to_eof(o->t.fd, SESSION_ABORT_SECS);
     }
     sync_lock(&p->lock);
     o->awaiting = rc == STEP_OK && o->has_child;
@@ -735,8 +776,6 @@ void *writer_main(void *arg)
     int closed = writer_close(o, rc, told, &e);
     if (closed == STEP_FAIL && rc == STEP_OK)
         output_fail(o, &e);
-    else if (rc == STEP_OK && closed == STEP_OK && o->spec->kind == WEIR_OUT_DIGEST)
-        log_msg(p->log, LOG_NOTICE, "%s hash: %s", o->spec->path, o->t.digest_hex);
     sync_lock(&p->lock);
     o->state = closed == STEP_OK ? STATS_OUT_DONE : STATS_OUT_STOPPED;
     sync_unlock(&p->lock);

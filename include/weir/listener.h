@@ -68,8 +68,10 @@ struct listener_config {
     double handshake_timeout;  /* a weir peer's greeting and header */
 };
 
+/* *plain: the connection was admitted as plain bytes (plain_too), to be
+ * taken as they are, never decoded. */
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
                    struct weir_log *log, struct transport *t, unsigned char *ahead,
-                   size_t *nahead, struct weir_error *err);
+                   size_t *nahead, bool *plain, struct weir_error *err);
 
 #endif

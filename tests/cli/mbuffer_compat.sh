@@ -146,6 +146,17 @@ wait_bounded "$rpid" 20
 [ -s "$TMP/z4.out" ] && fail "weir -O wrote $(stat -c %s "$TMP/z4.out") bytes into mbuffer -I"
 ok "weir -O wrote nothing into mbuffer -I"
 
+# plain bytes that begin like a weir record are still plain bytes, taken as they are
+printf 'W*M\030plain data that begins with the weir magic\n' >"$TMP/wm"
+cat "$TMP/in" >>"$TMP/wm"
+mb_listen "$TMP/wm.out" "$TMP/wm.err" -q -I 0
+nc -N 127.0.0.1 "$LPORT" <"$TMP/wm" >"$TMP/wm.back" || fail "nc exited $?"
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 0 ] || { cat "$TMP/wm.err"; fail "plain bytes with the weir magic: exit $STATUS"; }
+same "$TMP/wm" "$TMP/wm.out" "plain bytes that begin with weir's magic arrive unchanged"
+[ -s "$TMP/wm.back" ] && fail "the listener wrote $(stat -c %s "$TMP/wm.back") bytes to a plain sender"
+ok "nothing is written back to a plain sender"
+
 # ---- mbuffer's other options --------------------------------------------------
 expect 2 "-d under the name mbuffer" "$MB" -d -i "$TMP/in" -o /dev/null
 has_msg "$TMP/err" "-d: not supported: under the name mbuffer" "-d is never decompress under mbuffer"
@@ -157,6 +168,12 @@ expect 2 "-A (tape)" "$MB" -A "echo next" -i "$TMP/in" -o /dev/null
 has_msg "$TMP/err" "not supported: weir has no tape volumes" "-A: says why"
 expect 2 "--hash with an unknown digest" "$WEIR" --hash nosuch -i "$TMP/in" -o /dev/null
 expect 2 "-H with -z" "$WEIR" -H -z -i "$TMP/in" -o /dev/null
+expect 2 "--hash md4 (named, but not available)" "$WEIR" --hash md4 -i "$TMP/in" -o /dev/null
+expect 4 "-H with a failing output" "$WEIR" -q -H -i "$TMP/in" -o /dev/full
+grep -q "hash:" "$TMP/err" && fail "-H printed a digest of a transfer that failed"
+ok "-H says nothing of a transfer that failed"
+"$MB" -q --tcptimeo 3000000 -i "$TMP/in" -o /dev/null || fail "--tcptimeo 3000000 (50 minutes) exited $?"
+ok "--tcptimeo takes milliseconds beyond the seconds bound"
 expect 2 "-v 7 under mbuffer" "$MB" -v 7 -i "$TMP/in" -o /dev/null
 "$MB" -v 0 -i "$TMP/in" -o /dev/null 2>"$TMP/v0.err" || fail "-v 0 exited $?"
 [ -s "$TMP/v0.err" ] && fail "mbuffer -v 0 printed: $(cat "$TMP/v0.err")"
