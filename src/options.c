@@ -348,9 +348,6 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
         return bad(err, "-q and -v contradict each other");
     if (o->compress && o->decode)
         return bad(err, "-z and -d contradict each other");
-    if (o->raw && o->compress && any_tcp)
-        return bad(err, "--raw and -z contradict each other: compressed data is a weir "
-                   "stream");
     if (o->compress && o->listen && !o->raw)
         return bad(err, "-z with -I: compress on the sending side (weir -z -O), or add "
                    "--raw to compress what a plain sender sends");

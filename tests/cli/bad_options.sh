@@ -35,7 +35,6 @@ check "-O: ':80' needs HOST:PORT" -O :80
 check "-4 and -6 contradict each other" -4 -6
 check "-q and -v contradict each other" -q -v
 check "-z and -d contradict each other" -z -d
-check "--raw and -z contradict each other" --raw -z -O host:1
 check "unexpected argument 'file'" file
 check "-z with -I: compress on the sending side" -z -I 0
 check "standard output is named more than once" -o - -o -

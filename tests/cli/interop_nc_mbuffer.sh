@@ -31,6 +31,17 @@ wait_bounded "$ncpid" 20
 [ -s "$TMP/nc2.out" ] && fail "weir -O wrote $(stat -c %s "$TMP/nc2.out") bytes into nc -l"
 ok "weir -O wrote nothing into nc -l"
 
+# weir -z --raw -O -> nc -l: one standard LZ4 frame that lz4 -d reads
+nc -v -l 127.0.0.1 0 >"$TMP/ncz.out" 2>"$TMP/ncz.err" &
+ncpid=$!
+PIDS+=("$ncpid")
+wait_for "$TMP/ncz.err" "Listening on" 10
+port=$(grep -o 'Listening on .*' "$TMP/ncz.err" | grep -o '[0-9]*$')
+"$WEIR" -q -z --raw -O "127.0.0.1:$port" -i "$TMP/in" || fail "weir -z --raw -O to nc exited $?"
+wait_bounded "$ncpid" 20
+lz4 -dc "$TMP/ncz.out" >"$TMP/ncz.dec" || fail "lz4 -d of what weir -z --raw sent exited $?"
+same "$TMP/in" "$TMP/ncz.dec" "weir -z --raw -O sends an LZ4 frame that lz4 -d reads"
+
 # nc -> weir -I --raw
 listen "$TMP/out" "$TMP/lerr" -q --raw
 nc -N 127.0.0.1 "$LPORT" <"$TMP/in" >"$TMP/nc3.out" || fail "nc exited $?"
