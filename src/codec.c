@@ -160,8 +160,11 @@ static int parse_header_record(const unsigned char *p, size_t len, struct codec_
     }
     r->flags = p[14];
     r->block_max = codec_get32(p + 16);
-    if ((r->flags & ~CODEC_HEADER_COMPRESSED) || p[15] || !zeros(p + 20, 4))
+    if ((r->flags & ~(CODEC_HEADER_COMPRESSED | CODEC_HEADER_SEALED)) || p[15] ||
+        !zeros(p + 20, 4))
         return bad_record(why, whylen, "malformed weir header (reserved bits set)");
+    if ((r->flags & CODEC_HEADER_COMPRESSED) && (r->flags & CODEC_HEADER_SEALED))
+        return bad_record(why, whylen, "malformed weir header (flags)");
     if (r->block_max == 0 || r->block_max > CODEC_BLOCK_MAX)
         return bad_record(why, whylen, "malformed weir header (block size)");
     return 0;

@@ -445,7 +445,8 @@ static int read_input(struct reader *r, struct weir_error *e)
         return pipeline_carve(p, (size_t)c->block, e) ? STEP_FAIL : pass_through(r, NULL, e);
     struct stream_decoder d;
     struct stream_source src = {.read = source_read, .settle = source_settle, .ctx = r,
-                                .error_status = p->in.status, .name = p->in.name};
+                                .error_status = p->in.status, .name = p->in.name,
+                                .sealed = p->in.sealed != NULL};
     if (stream_init(&d, &src, e))
         return STEP_FAIL;
     int rc = STEP_OK;

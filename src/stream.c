@@ -243,6 +243,10 @@ static int parse_header(struct stream_decoder *d, struct weir_error *err)
         return corrupt(d, err, d->offset, why);
     d->block_max = r.block_max;
     d->compressed = (r.flags & CODEC_HEADER_COMPRESSED) != 0;
+    d->unsummed = (r.flags & CODEC_HEADER_SEALED) != 0;
+    if (d->unsummed && !d->src.sealed)
+        return corrupt(d, err, d->offset, "a stream without block checksums, which only an "
+                       "encrypted connection may carry");
     d->in_stream = true;
     d->seq = d->total = 0;
     d->chain = codec_chain_start(p);
@@ -446,6 +450,10 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
     b->raw_len = codec_get32(p + 12);
     b->seq = codec_get64(p + 16);
     b->hash = codec_get64(p + 24);
+    b->unsummed = d->unsummed;
+    if (b->unsummed && b->hash != 0)
+        return corrupt(d, err, b->wire_off, "block record of a stream without checksums "
+                       "holds one");
     if (b->seq != d->seq) {
         char what[96];
         snprintf(what, sizeof what, "block %llu arrived where block %llu belongs",
@@ -504,6 +512,8 @@ int stream_verify_block(const struct stream_block *b, const void *payload, const
         return error_set(err, WEIR_EXIT_INTEGRITY,
                          "%s: block %llu at byte %llu does not decode (corrupt data)", name,
                          (unsigned long long)b->seq, (unsigned long long)b->wire_off);
+    if (b->unsummed)
+        return 0;   /* its record's AEAD tag vouched for it (CODEC_HEADER_SEALED) */
     uint64_t hash = codec_block_hash(data, (size_t)len, b->seq);
     if (!b->stored)
         hash = codec_wire_hash(hash, payload, b->wire_len);

@@ -57,7 +57,7 @@ static void seal_one(struct worker *w, struct seal_job *j)
      * suffix into its stage and the block straight into its buffer, so a
      * record that is exactly the block is opened there, without a copy. */
     unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
-    j->hash = codec_block_hash(j->src, j->len, j->frame_seq);
+    j->hash = o->session.unsummed ? 0 : codec_block_hash(j->src, j->len, j->frame_seq);
     codec_frame_prefix(prefix, o->session.block_max, (uint32_t)j->len, true);
     codec_frame_suffix(suffix, j->frame_seq, (uint32_t)j->len, j->hash);
     struct sealer *s = &w->seal[i];

@@ -67,6 +67,11 @@
 #define CODEC_SUM_SIZE 8              /* the checksum that ends G, K, S and A */
 
 #define CODEC_HEADER_COMPRESSED 0x01  /* header flag: blocks may be LZ4-compressed */
+/* header flag, never with COMPRESSED: the stream travels in sealed records
+ * (seal.h), whose AEAD tags authenticate every byte of it, so its stored
+ * blocks carry checksum 0 and are not hashed; a reader refuses it from any
+ * other source */
+#define CODEC_HEADER_SEALED 0x02
 
 /* The connection protocol (greeting, keepalive, answer, abort), versioned
  * apart from the stream format.  A weir talks to a peer whose range of

@@ -46,6 +46,9 @@ struct stream_source {
     /* Optional: called before the trailer is judged, so blocks still being
      * verified elsewhere report first.  Returns -1 (errno set) to give up. */
     int (*settle)(void *ctx);
+    /* The bytes come out of sealed records (seal.h), authenticated: only
+     * then may a stream leave its stored blocks' checksums out. */
+    bool sealed;
 };
 
 enum stream_kind { STREAM_WEIR, STREAM_LZ4, STREAM_RAW };
@@ -65,6 +68,7 @@ struct stream_block {
     uint64_t seq;
     uint32_t raw_len;
     uint64_t hash;
+    bool unsummed;        /* weir: a sealed stream's block, checksum 0, not hashed */
 };
 
 /* What a plain LZ4 frame's header promises about its content. */
@@ -96,6 +100,7 @@ struct stream_decoder {
     bool in_stream;         /* WEIR: a header was read and no trailer yet */
     uint32_t block_max;
     bool compressed;        /* WEIR: the header allows compressed blocks */
+    bool unsummed;          /* WEIR: the header says the blocks carry no checksums */
     uint64_t seq, total, chain, streams;
     void *lz4;              /* LZ4F_dctx, for frames handed back whole */
     bool lz4_linked;        /* inside a frame handed back whole */

@@ -123,9 +123,16 @@ static int sink_legacy(void *ctx, struct stream_decoder *d, struct weir_error *e
 int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out,
                    size_t *outlen, struct weir_error *err)
 {
+    return harness_decode_from(data, size, chunk, false, out, outlen, err);
+}
+
+int harness_decode_from(const uint8_t *data, size_t size, size_t chunk, bool sealed,
+                        uint8_t **out, size_t *outlen, struct weir_error *err)
+{
     struct memsrc src_state = {.data = data, .size = size, .chunk = chunk ? chunk : 1};
     struct stream_source src = {.read = mem_read, .ctx = &src_state,
-                                .error_status = WEIR_EXIT_INPUT, .name = "input"};
+                                .error_status = WEIR_EXIT_INPUT, .name = "input",
+                                .sealed = sealed};
     struct stream_decoder d;
     struct memsink m = {0};
     struct decode_sink sink = {.ctx = &m, .start = sink_start, .block = sink_block,

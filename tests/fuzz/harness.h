@@ -18,6 +18,10 @@
  * with *err.  chunk: the most bytes one read of the source returns. */
 int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out,
                    size_t *outlen, struct weir_error *err);
+/* The same, as if the bytes came out of sealed records (sealed): only then
+ * may a stream leave its blocks' checksums out (CODEC_HEADER_SEALED). */
+int harness_decode_from(const uint8_t *data, size_t size, size_t chunk, bool sealed,
+                        uint8_t **out, size_t *outlen, struct weir_error *err);
 
 /* Build a weir stream of data in memory: blocks of block bytes (at most
  * CODEC_BLOCK_MAX), LZ4 level (0 stores raw).  Returns a malloc'd buffer

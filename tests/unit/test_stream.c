@@ -573,6 +573,41 @@ static void one_meaning_per_bit(void)
                       "differs from the stream header's");
 }
 
+/* A stream whose header says its blocks carry no checksums is read only out
+ * of sealed records, and there its blocks must carry checksum 0. */
+static void sealed_streams(void)
+{
+    uint8_t data[1000], buf[2000];
+    fill(data, sizeof data, 2);
+    /* a stored block, its record's checksum zeroed and the chain refolded */
+    size_t len = one_block_stream(buf, data, sizeof data, CODEC_HEADER_SEALED, 0);
+    uint8_t *rec = buf + CODEC_HEADER_SIZE + CODEC_FRAME_PREFIX + sizeof data + 4;
+    CHECK(rec[8] == 'B', "the block record is where expected");
+    memset(rec + 24, 0, 8);
+    uint64_t chain = codec_chain(codec_chain_start(buf), 0, sizeof data);
+    codec_put64(buf + len - 8, chain);
+    uint8_t *out;
+    size_t outlen;
+    struct weir_error err;
+    CHECK(harness_decode_from(buf, len, 4096, true, &out, &outlen, &err) == 0,
+          "sealed stream: %s", err.msg);
+    CHECK(outlen == sizeof data && memcmp(out, data, sizeof data) == 0, "sealed stream: data");
+    free(out);
+    expect_weir_error(buf, len, "sealed stream outside sealed records",
+                      "only an encrypted connection may carry");
+    rec[24] = 1;
+    codec_put64(buf + len - 8, codec_chain(codec_chain_start(buf), 1, sizeof data));
+    CHECK(harness_decode_from(buf, len, 4096, true, &out, &outlen, &err) != 0 &&
+          err.status == WEIR_EXIT_INTEGRITY && strstr(err.msg, "without checksums holds one"),
+          "sealed stream with a checksum: '%s'", err.msg);
+    /* never with compressed blocks */
+    len = one_block_stream(buf, data, sizeof data,
+                           CODEC_HEADER_SEALED | CODEC_HEADER_COMPRESSED, 1);
+    CHECK(harness_decode_from(buf, len, 4096, true, &out, &outlen, &err) != 0 &&
+          err.status == WEIR_EXIT_INTEGRITY && strstr(err.msg, "malformed weir header"),
+          "sealed and compressed: '%s'", err.msg);
+}
+
 int main(void)
 {
     size_t sizes[] = {0, 1, 63, 64, 65, 4095, 4096, 4097, 100000};
@@ -589,6 +624,7 @@ int main(void)
     every_flip(1);
     junk_and_concatenation();
     one_meaning_per_bit();
+    sealed_streams();
     lz4_round_trips();
     lz4_truncations();
     lz4_flips();
