@@ -20,9 +20,16 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* "producer 'zfs send -R pool@snap'", cut to fit */
+/* "producer 'zfs send -R pool@snap'", cut to fit; a command given to a
+ * shell (sh -c 'zfs recv ...', as --ssh runs the remote one) is named by
+ * what the shell was given */
 static void child_name(struct child *c, char *const *argv)
 {
+    const char *base = strrchr(argv[0], '/');
+    base = base ? base + 1 : argv[0];
+    if (strcmp(base, "sh") == 0 && argv[1] && strcmp(argv[1], "-c") == 0 && argv[2] &&
+        !argv[3])
+        argv += 2;
     size_t len = (size_t)snprintf(c->name, sizeof c->name, "%s '",
                                   c->role == CHILD_PRODUCER ? "producer" : "consumer");
     for (int i = 0; argv[i] && len + 2 < sizeof c->name; i++)

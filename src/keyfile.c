@@ -20,7 +20,7 @@
 
 /* Memory for secrets: kept out of swap (mlock, where the limit allows) and
  * out of core dumps (MADV_DONTDUMP), and wiped before it is unmapped. */
-static void *secret_alloc(size_t n)
+void *keyfile_secret_alloc(size_t n)
 {
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -30,7 +30,7 @@ static void *secret_alloc(size_t n)
     return p;
 }
 
-static void secret_free(void *p, size_t n)
+void keyfile_secret_free(void *p, size_t n)
 {
     if (!p)
         return;
@@ -172,29 +172,28 @@ const struct key *keyfile_find(const struct keyring *ring, const char *id, size_
     return NULL;
 }
 
-int keyfile_load(struct keyring *ring, const char *path, const char *want_id,
-                 const struct key **chosen, struct weir_error *err)
+/* The locked allocation for a ring's keys; the process stops being dumpable
+ * first, since OpenSSL keeps copies of keys we cannot wipe. */
+static int ring_alloc(struct keyring *ring, const char *path, struct weir_error *err)
 {
     memset(ring, 0, sizeof *ring);
-    /* OpenSSL keeps copies of keys we cannot wipe: no core dumps at all */
     if (prctl(PR_SET_DUMPABLE, 0) != 0)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "prctl PR_SET_DUMPABLE");
     ring->mapped = sizeof(struct key) * KEYFILE_MAX_KEYS;
-    ring->keys = secret_alloc(ring->mapped);
-    char *text = secret_alloc(KEYFILE_MAX_BYTES);
-    if (!ring->keys || !text) {
-        secret_free(text, KEYFILE_MAX_BYTES);
-        keyfile_free(ring);
+    ring->keys = keyfile_secret_alloc(ring->mapped);
+    if (!ring->keys) {
+        ring->mapped = 0;
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "key file %s", path);
     }
-    size_t len = 0;
-    int rc = read_file(path, text, KEYFILE_MAX_BYTES, &len, err);
-    if (rc == 0)
-        rc = parse(ring, path, text, len, err);
-    secret_free(text, KEYFILE_MAX_BYTES);
+    return 0;
+}
+
+static int choose(struct keyring *ring, const char *path, const char *want_id,
+                  const struct key **chosen, int rc, struct weir_error *err)
+{
     if (rc == 0) {
         *chosen = want_id ? keyfile_find(ring, want_id, strlen(want_id)) : &ring->keys[0];
-        if (!*chosen)
+        if (want_id && !*chosen)
             rc = error_set(err, WEIR_EXIT_USAGE, "key file %s: no key named '%s'", path,
                            want_id);
     }
@@ -203,9 +202,54 @@ int keyfile_load(struct keyring *ring, const char *path, const char *want_id,
     return rc;
 }
 
+int keyfile_load_text(struct keyring *ring, const char *name, const char *text, size_t len,
+                      const struct key **chosen, struct weir_error *err)
+{
+    if (ring_alloc(ring, name, err))
+        return -1;
+    return choose(ring, name, NULL, chosen, parse(ring, name, text, len, err), err);
+}
+
+int keyfile_load(struct keyring *ring, const char *path, const char *want_id,
+                 const struct key **chosen, struct weir_error *err)
+{
+    if (ring_alloc(ring, path, err))
+        return -1;
+    char *text = keyfile_secret_alloc(KEYFILE_MAX_BYTES);
+    if (!text) {
+        keyfile_free(ring);
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "key file %s", path);
+    }
+    size_t len = 0;
+    int rc = read_file(path, text, KEYFILE_MAX_BYTES, &len, err);
+    if (rc == 0)
+        rc = parse(ring, path, text, len, err);
+    keyfile_secret_free(text, KEYFILE_MAX_BYTES);
+    return choose(ring, path, want_id, chosen, rc, err);
+}
+
+int keyfile_new_text(char *buf, size_t cap, const char *id)
+{
+    unsigned char secret[KEY_BYTES];
+    size_t idlen = strlen(id);
+    if (!keyfile_valid_id(id, idlen) || cap < idlen + KEY_B64 + 3 ||
+        RAND_priv_bytes(secret, KEY_BYTES) != 1) {
+        OPENSSL_cleanse(secret, sizeof secret);
+        return -1;
+    }
+    memcpy(buf, id, idlen);
+    buf[idlen] = ' ';
+    size_t n = idlen + 1 + (size_t)EVP_EncodeBlock((unsigned char *)buf + idlen + 1, secret,
+                                                   KEY_BYTES);
+    OPENSSL_cleanse(secret, sizeof secret);
+    buf[n++] = '\n';
+    buf[n] = '\0';
+    return (int)n;
+}
+
 void keyfile_free(struct keyring *ring)
 {
-    secret_free(ring->keys, ring->mapped);
+    keyfile_secret_free(ring->keys, ring->mapped);
     memset(ring, 0, sizeof *ring);
 }
 
@@ -227,7 +271,7 @@ int keyfile_generate(const char *path, const char *id, struct weir_error *err)
     if (!keyfile_valid_id(id, strlen(id)))
         return error_set(err, WEIR_EXIT_USAGE, "--key-id: '%s': an identity is 1 to %d of "
                          "A-Z a-z 0-9 . _ @ -", id, KEY_ID_MAX);
-    unsigned char *secret = secret_alloc(4096);
+    unsigned char *secret = keyfile_secret_alloc(4096);
     if (!secret)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "key file %s", path);
     char *line = (char *)secret + 64;
@@ -261,6 +305,6 @@ int keyfile_generate(const char *path, const char *id, struct weir_error *err)
     }
     rc = 0;
 out:
-    secret_free(secret, 4096);
+    keyfile_secret_free(secret, 4096);
     return rc;
 }

@@ -21,6 +21,7 @@
 #include "weir/log.h"
 #include "weir/options.h"
 #include "weir/progress.h"
+#include "weir/remote.h"
 #include "weir/report.h"
 #include "weir/sync.h"
 #include "weir/weir.h"
@@ -121,7 +122,10 @@ static void progress_failed_start(struct progress *pr, const struct weir_error *
     progress_end(pr, &none, err->status, err->msg);
 }
 
-static int run(const struct weir_options *opts, struct weir_log *log, struct progress *pr)
+/* One transfer; remote (--ssh, --ssh-server: remote.h) when the other end
+ * is started over ssh. */
+static int run(const struct weir_options *opts, struct weir_log *log, struct progress *pr,
+               struct remote *remote)
 {
     struct weir_config cfg;
     struct weir_error err;
@@ -131,14 +135,20 @@ static int run(const struct weir_options *opts, struct weir_log *log, struct pro
     const char *epochs = getenv("WEIR_TEST_EPOCH_RECORDS");
     if (epochs)
         cfg.epoch_records = strtoull(epochs, NULL, 10);
-    if (weir_signals_block(&err)) {
+    if (weir_signals_block(&err) || (remote && remote_configure(remote, &cfg, &err))) {
         log_msg(log, LOG_ERROR, "%s", err.msg);
         progress_failed_start(pr, &err);
-        return err.status;
+        return remote ? remote_finish(remote, err.status) : err.status;
     }
     struct weir_engine *engine = NULL;
     int status;
-    if (weir_create(&cfg, log, &engine, &err)) {
+    bool created = weir_create(&cfg, log, &engine, &err) == 0;
+    if (created && remote && remote_started(remote, engine, &err)) {
+        weir_destroy(engine);
+        engine = NULL;
+        created = false;
+    }
+    if (!created) {
         log_msg(log, LOG_ERROR, "%s", err.msg);
         status = err.status;
         /* a signal while starting: the transfer was begun and is not done */
@@ -169,8 +179,41 @@ static int run(const struct weir_options *opts, struct weir_log *log, struct pro
             log_status_line(log, line);
         }
         progress_end(pr, &s, status, s.failure);
+        if (remote)   /* before the engine goes: remote.c watches ssh beside it */
+            status = remote_finish(remote, status);
+        remote = NULL;
     }
     weir_destroy(engine);
+    return remote ? remote_finish(remote, status) : status;
+}
+
+/* weir --ssh-server: the other end of weir --ssh, whose request says what to
+ * run (remote.h). */
+static int serve_ssh(struct weir_log *log, struct progress *pr)
+{
+    struct remote *r = NULL;
+    int argc;
+    char **argv;
+    struct weir_error err;
+    int status;
+    if (remote_server_new(&r, log, &argc, &argv, &err)) {
+        log_msg(log, LOG_ERROR, "%s", err.msg);
+        status = err.status;
+    } else {
+        struct weir_options o;
+        if (options_parse(argc, argv, &o, &err)) {
+            remote_refuse(r, err.msg);
+            log_msg(log, LOG_ERROR, "%s", err.msg);
+            status = err.status;
+        } else {
+            /* the standard descriptors are not this transfer's */
+            o.stdin_closed = o.stdout_closed = true;
+            log->quiet = o.quiet;
+            log->verbosity = o.verbosity;
+            status = run(&o, log, pr, r);
+        }
+    }
+    remote_free(r);
     return status;
 }
 
@@ -225,7 +268,21 @@ int main(int argc, char **argv)
         log_close(&log);
         return err.status;
     }
-    int status = run(&opts, &log, &pr);
+    int status;
+    if (opts.ssh_server) {
+        status = serve_ssh(&log, &pr);
+    } else if (opts.ssh_host) {
+        struct remote *r = NULL;
+        if (remote_local_new(&r, &opts, &log, &err)) {
+            log_msg(&log, LOG_ERROR, "%s", err.msg);
+            status = err.status;
+        } else {
+            status = run(&opts, &log, &pr, r);
+        }
+        remote_free(r);
+    } else {
+        status = run(&opts, &log, &pr, NULL);
+    }
     progress_close(&pr);
     log_close(&log);
     return status;

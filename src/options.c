@@ -26,6 +26,8 @@ enum long_only {
     OPT_MD5, OPT_HASH, OPT_PID, OPT_APPEND, OPT_TRUNCATE, OPT_NO_DIRECT, OPT_DIRECT,
     OPT_TCPBUFFER, OPT_TCPTIMEO,
     OPT_PROGRESS, OPT_INTERVAL,
+    /* the other end over ssh */
+    OPT_SSH, OPT_RSH, OPT_REMOTE_WEIR, OPT_REMOTE, OPT_PULL, OPT_REMOTE_OPTS, OPT_SSH_SERVER,
 };
 
 static const struct option long_opts[] = {
@@ -58,6 +60,13 @@ static const struct option long_opts[] = {
     {"tcptimeo", required_argument, NULL, OPT_TCPTIMEO},
     {"progress", required_argument, NULL, OPT_PROGRESS},
     {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"ssh", required_argument, NULL, OPT_SSH},
+    {"rsh", required_argument, NULL, OPT_RSH},
+    {"remote-weir", required_argument, NULL, OPT_REMOTE_WEIR},
+    {"remote", required_argument, NULL, OPT_REMOTE},
+    {"pull", no_argument, NULL, OPT_PULL},
+    {"remote-opts", required_argument, NULL, OPT_REMOTE_OPTS},
+    {"ssh-server", no_argument, NULL, OPT_SSH_SERVER},
     {NULL, 0, NULL, 0},
 };
 
@@ -102,6 +111,16 @@ void options_usage(FILE *out)
 "                     which key of the file a sender uses (default: the first)\n"
 "  --key-file FILE    -I admits only senders with a key of FILE; -O sends only\n"
 "                     to a receiver that has the key; both encrypt\n"
+"\n"
+"the other end over ssh (one command, two machines; weir(1), SSH):\n"
+"  --ssh [USER@]HOST  start the other weir on HOST with ssh; the data goes\n"
+"                     directly over TCP, encrypted with a one-time key\n"
+"  --remote CMD       the command on HOST: the consumer, or with --pull the\n"
+"                     producer (a string for the remote shell)\n"
+"  --pull             HOST sends: a command after -- is then the consumer\n"
+"  --rsh CMD          the ssh command (default ssh; e.g. 'ssh -p 2222')\n"
+"  --remote-weir PATH the weir on HOST (default: weir on its PATH)\n"
+"  --remote-opts OPTS more options for the remote weir (split at spaces)\n"
 "\n"
 "compression and the weir stream:\n"
 "  -z, --compress[=LEVEL]  LZ4-compress what is sent (LEVEL > 2 uses LZ4HC)\n"
@@ -325,6 +344,38 @@ static int resolve_sizes(struct weir_options *o, const struct raw_sizes *r,
     return 0;
 }
 
+/* --ssh and its company; and --ssh-server, which takes the rest over ssh. */
+static int check_ssh(const struct weir_options *o, struct weir_error *err)
+{
+    if (o->ssh_server && (o->ssh_host || o->listen || o->noutputs || o->input_path ||
+                          o->command || o->key_file))
+        return bad(err, "--ssh-server is how weir --ssh starts the other end: give it alone");
+    if (!o->ssh_host) {
+        if (o->remote_cmd || o->pull || o->rsh || o->remote_weir || o->remote_opts)
+            return bad(err, "--remote, --pull, --rsh, --remote-weir and --remote-opts need "
+                       "--ssh HOST");
+        return 0;
+    }
+    if (!o->remote_cmd)
+        return bad(err, "--ssh: --remote 'CMD' names the command on the other host (the "
+                   "consumer, or with --pull the producer)");
+    if (o->listen || o->key_file || o->raw)
+        return bad(err, "--ssh makes the connection itself, with a one-time key: it takes no "
+                   "-I, -O, --key-file or --raw");
+    for (int i = 0; i < o->noutputs; i++)
+        if (o->outputs[i].kind == OUTPUT_TCP)
+            return bad(err, "--ssh makes the connection itself, with a one-time key: it takes "
+                       "no -I, -O, --key-file or --raw");
+    if (o->pull && o->input_path)
+        return bad(err, "--pull: the input is the remote command; -i names another");
+    if (o->decode)
+        return bad(err, "-d with --ssh: the stream between the two weirs is decoded anyway");
+    if (o->hash)
+        return bad(err, "-H/--hash with --ssh: not supported yet (take the digest with "
+                   "--remote-opts on the receiving end)");
+    return 0;
+}
+
 static int check_conflicts(struct weir_options *o, bool ct_given,
                            struct weir_error *err)
 {
@@ -353,6 +404,8 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
                    "--raw to compress what a plain sender sends");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
+    if (check_ssh(o, err))
+        return -1;
     if (o->key_id && !o->key_file && !o->genkey)
         return bad(err, "--key-id needs --key-file or --genkey");
     if (o->genkey && (o->key_file || o->listen || o->noutputs || o->input_path || o->command))
@@ -600,6 +653,33 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         return unsupported(c, err);
     case OPT_PROGRESS:
         return parse_progress(o, arg, err);
+    case OPT_SSH:
+        /* a host that starts with '-' would be an option to ssh */
+        if (!arg[0] || arg[0] == '-' || strpbrk(arg, " \t\n'\"\\;|&$`<>()"))
+            return bad(err, "--ssh: '%s' is not [USER@]HOST", arg);
+        o->ssh_host = arg;
+        return 0;
+    case OPT_RSH:
+        if (!arg[0])
+            return bad(err, "--rsh: empty command");
+        o->rsh = arg;
+        return 0;
+    case OPT_REMOTE_WEIR:
+        if (!arg[0])
+            return bad(err, "--remote-weir: empty path");
+        o->remote_weir = arg;
+        return 0;
+    case OPT_REMOTE:
+        if (!arg[0])
+            return bad(err, "--remote: empty command");
+        o->remote_cmd = arg;
+        return 0;
+    case OPT_PULL:
+        o->pull = true;
+        o->input_given = true;   /* the remote end is the input */
+        return 0;
+    case OPT_REMOTE_OPTS: o->remote_opts = arg; return 0;
+    case OPT_SSH_SERVER: o->ssh_server = true; return 0;
     case OPT_INTERVAL:
         if (parse_secs("--interval", arg, &o->interval, err))
             return -1;

@@ -573,10 +573,15 @@ void weir_config_defaults(struct weir_config *c)
 static int load_keys(struct pipeline *p, struct weir_error *err)
 {
     const struct weir_config *c = p->cfg;
-    if (!c->key_file)
+    if (c->key_text) {
+        if (keyfile_load_text(&p->keys, "the one-time key", c->key_text, c->key_text_len,
+                              &p->key, err))
+            return -1;
+    } else if (!c->key_file) {
         return 0;
-    if (keyfile_load(&p->keys, c->key_file, c->key_id, &p->key, err))
+    } else if (keyfile_load(&p->keys, c->key_file, c->key_id, &p->key, err)) {
         return -1;
+    }
     p->keyed = true;
     bool any_tcp = false;
     for (int i = 0; i < c->noutputs; i++)
@@ -627,7 +632,8 @@ static int create(struct pipeline *p, struct weir_error *err)
     }
     if (c->input == WEIR_IN_LISTEN) {
         /* with port 0 the caller cannot know the port otherwise: say it even with -q */
-        log_msg(p->log, strcmp(c->tcp.listen_port, "0") == 0 ? LOG_NOTICE : LOG_INFO,
+        log_msg(p->log, strcmp(c->tcp.listen_port, "0") == 0 && !c->port_told ? LOG_NOTICE
+                                                                               : LOG_INFO,
                 "listening on %s", p->listener.addr);
         bool loopback = strncmp(p->listener.addr, "127.", 4) == 0 ||
                         strncmp(p->listener.addr, "[::1]", 5) == 0;
@@ -1119,6 +1125,20 @@ int weir_run(struct weir_engine *e, const struct weir_observer *obs)
             p->out[i].state = STATS_OUT_STOPPED;   /* its thread never ran */
     sync_unlock(&p->lock);
     return p->failed ? p->first.status : WEIR_EXIT_OK;
+}
+
+void weir_fail(struct weir_engine *e, int status, const char *msg)
+{
+    struct weir_error err;
+    error_set(&err, status, "%s", msg);
+    pipeline_fail((struct pipeline *)e, &err);
+}
+
+int weir_listen_port(const struct weir_engine *e)
+{
+    const struct pipeline *p = (const struct pipeline *)e;
+    const char *colon = strrchr(p->listener.addr, ':');
+    return p->listener.fd >= 0 && colon ? atoi(colon + 1) : -1;
 }
 
 bool weir_succeeded(const struct weir_engine *e)

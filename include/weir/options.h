@@ -100,6 +100,15 @@ struct weir_options {
     int progress_fd;
     const char *progress_path;  /* to this file; neither: standard error */
     double interval;            /* seconds between lines (default 1) */
+
+    /* --ssh: the other end started over ssh (remote.h) */
+    const char *ssh_host;       /* --ssh [USER@]HOST */
+    const char *rsh;            /* --rsh CMD, NULL: ssh */
+    const char *remote_weir;    /* --remote-weir PATH, NULL: weir */
+    const char *remote_cmd;     /* --remote CMD */
+    const char *remote_opts;    /* --remote-opts OPTS */
+    bool pull;                  /* --pull: the remote end sends */
+    bool ssh_server;            /* --ssh-server: this is that remote end */
 };
 
 int options_parse(int argc, char **argv, struct weir_options *o, struct weir_error *err);

@@ -93,6 +93,9 @@ struct weir_config {
      * --progress target): no input, output or -l file may be its file.
      * -1 (weir_config_defaults): none. */
     int progress_fd;
+    /* -I 0: the caller hands the port on (weir_listen_port), so the engine
+     * does not say it at -q */
+    bool port_told;
     const char *progress_name;   /* how messages name it: "progress FILE" */
 
     /* peers that are not weir (mbuffer, nc, socat): a listener that admits
@@ -105,6 +108,10 @@ struct weir_config {
     /* keys: connections are authenticated and encrypted (tls.h, seal.h) */
     const char *key_file;
     const char *key_id;          /* the sender's key; NULL: the file's first */
+    /* or the keys as a key file's text in memory (--ssh's one-time key),
+     * read by weir_create(); the caller wipes it */
+    const char *key_text;
+    size_t key_text_len;
     uint64_t epoch_records;      /* records per key epoch; 0: SEAL_EPOCH_RECORDS */
 };
 
@@ -129,6 +136,12 @@ int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_e
                 struct weir_error *err);
 int weir_run(struct weir_engine *e, const struct weir_observer *obs);
 void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s);
+/* From any thread while weir_run() runs: fail the transfer with this status
+ * and message, as one of the engine's own threads would (the first failure
+ * wins; weir_run() then stops everything and returns). */
+void weir_fail(struct weir_engine *e, int status, const char *msg);
+/* After weir_create, with a listening input: the port it listens on. */
+int weir_listen_port(const struct weir_engine *e);
 /* After weir_run: whether every output was complete. */
 bool weir_succeeded(const struct weir_engine *e);
 void weir_destroy(struct weir_engine *e);

@@ -1,0 +1,64 @@
+/*
+ * remote.h - the other end over ssh (--ssh): one command, two machines.
+ *
+ * Contract: the command line's side of a transfer whose other end is a
+ * weir that ssh starts on another host (weir(1), SSH).  ssh only logs in
+ * and carries a short conversation (doc/stream-format.md, "The ssh
+ * channel"); the data goes directly over TCP between the two engines,
+ * authenticated and encrypted as with --key-file, under a key made for
+ * this one transfer.  The key and the remote command travel inside the
+ * ssh channel, never on a command line or in an environment.
+ *
+ *   local push:  ssh starts in remote_configure(); the remote weir listens
+ *                on the address ssh reached (SSH_CONNECTION) and says its
+ *                port; the local engine sends there.
+ *   local pull:  the local engine listens (weir_create), remote_started()
+ *                starts ssh and hands over the port; the remote weir
+ *                connects to the address ssh came from.
+ *   server:      weir --ssh-server, on the remote host: the request is read
+ *                from standard input and answered on standard output, the
+ *                remote command runs as the consumer (push) or producer
+ *                (pull), and the weir exits as soon as its ssh session ends.
+ *
+ * Every line the remote weir writes to its standard error appears locally
+ * as "remote: ...".  remote_finish() gives the status of the whole chain:
+ * the local engine's when it failed, else the remote weir's, else ssh's;
+ * ssh itself failing (status 255) is WEIR_EXIT_NETWORK with ssh's last
+ * line.  Nothing outlives the transfer: ssh is waited for (and killed after
+ * REMOTE_GRACE_SECS), and the remote weir stops when its channel closes.
+ *
+ * All calls are made from the engine's thread, after weir_signals_block()
+ * (the threads this module starts inherit that mask).
+ */
+#ifndef WEIR_REMOTE_H
+#define WEIR_REMOTE_H
+
+#include "weir/error.h"
+#include "weir/log.h"
+#include "weir/options.h"
+#include "weir/weir.h"
+
+#define REMOTE_PROTOCOL 1
+#define REMOTE_GRACE_SECS 10.0     /* for ssh to end after the transfer */
+#define REMOTE_REQUEST_MAX 65536   /* the request, in all */
+
+struct remote;
+
+/* The local end of weir --ssh HOST. */
+int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
+                     struct weir_error *err);
+/* weir --ssh-server: read the request from standard input; *argv (NULL-ended,
+ * owned by the remote) is the command line of the weir it asks for. */
+int remote_server_new(struct remote **out, struct weir_log *log, int *argc, char ***argv,
+                      struct weir_error *err);
+/* Tell the local end the request was refused (a server that cannot start). */
+void remote_refuse(struct remote *r, const char *msg);
+/* Before weir_create: the connection and the one-time key. */
+int remote_configure(struct remote *r, struct weir_config *c, struct weir_error *err);
+/* After weir_create: hand over or report the listening port. */
+int remote_started(struct remote *r, struct weir_engine *e, struct weir_error *err);
+/* After weir_run (or a failed start, with its status): the chain's status. */
+int remote_finish(struct remote *r, int status);
+void remote_free(struct remote *r);
+
+#endif

@@ -1,0 +1,848 @@
+/* remote.c - see include/weir/remote.h. */
+#include "weir/remote.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "weir/keyfile.h"
+#include "weir/sync.h"
+
+#ifndef WEIR_VERSION
+#define WEIR_VERSION "0.0.0"
+#endif
+
+#define KEY_TEXT_MAX 256
+#define KEY_NAME "ssh-one-time"
+#define REMOTE_ARGS_MAX 64
+#define REMOTE_START_SECS 120.0   /* for ssh to log in and the remote weir to answer */
+#define REQUEST_SECS 30.0         /* for the request, once the remote weir runs */
+#define REMOTE_SETTLE_MS 3000     /* for the engine to learn why the remote end failed */
+
+struct remote {
+    bool server;
+    struct weir_log *log;
+    const struct weir_options *o;   /* local */
+    /* the channel: local, our end of ssh's standard input and output;
+     * server, the ssh session's standard input and output */
+    int ctl_in, ctl_out;
+    char *key;                       /* secret memory: the key file's line */
+    int key_len;
+    /* local */
+    pid_t ssh_pid;
+    int ssh_status;                  /* its wait status, once reaped */
+    bool ssh_reaped;
+    int err_fd;                      /* ssh's standard error */
+    pthread_t err_thread;
+    bool err_started;
+    atomic_bool err_stop;
+    pthread_mutex_t lock;
+    char last_line[256];             /* lock: the last line ssh's standard error carried */
+    char ssh_line[256];              /* lock: the last of them that was ssh's own */
+    bool ready;                      /* lock: the remote weir answered */
+    char addr[80], port[16];         /* push: where the remote weir listens */
+    char remote_version[32];
+    /* server */
+    bool push;                       /* the remote end receives */
+    char peer[64], self[64];         /* SSH_CONNECTION: where ssh came from, where it arrived */
+    char *request;                   /* its text; argv points into it */
+    char *argv[REMOTE_ARGS_MAX + 16];
+    char target[96];
+    /* both: the thread that watches the ssh channel while the engine runs */
+    struct weir_engine *engine;
+    int wake[2];
+    pthread_t watch_thread;
+    bool watch_started;
+};
+
+/* ---- lines on the channel ------------------------------------------------- */
+
+struct reader {
+    int fd;
+    char buf[4096];
+    size_t pos, end;
+    double deadline;
+};
+
+/* One byte, by the deadline: 1, 0 at the end, -1 with errno. */
+static int get_byte(struct reader *rd, char *c)
+{
+    while (rd->pos == rd->end) {
+        int left = (int)((rd->deadline - clock_now()) * 1000);
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd pfd = {.fd = rd->fd, .events = POLLIN};
+        int r = poll(&pfd, 1, left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            continue;
+        ssize_t n = read(rd->fd, rd->buf, sizeof rd->buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+        rd->pos = 0;
+        rd->end = (size_t)n;
+    }
+    *c = rd->buf[rd->pos++];
+    return 1;
+}
+
+/* A line without its newline, NUL-ended: its length, or -1 (errno; EPIPE
+ * for the end of the channel, EMSGSIZE for a line too long). */
+static long get_line(struct reader *rd, char *line, size_t cap)
+{
+    size_t n = 0;
+    for (;;) {
+        char c;
+        int r = get_byte(rd, &c);
+        if (r <= 0) {
+            if (r == 0)
+                errno = EPIPE;
+            return -1;
+        }
+        if (c == '\n')
+            break;
+        if (n + 1 >= cap) {
+            errno = EMSGSIZE;
+            return -1;
+        }
+        line[n++] = c;
+    }
+    line[n] = '\0';
+    return (long)n;
+}
+
+static int put_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* ---- the local end: ssh ---------------------------------------------------- */
+
+/* Pass ssh's standard error on, line by line: the remote weir's own lines
+ * (and, once it answered, its command's) as "remote: ...", ssh's as
+ * "ssh HOST: ...".  The last line is kept for a failure's message. */
+static void pass_line(struct remote *r, const char *line)
+{
+    sync_lock(&r->lock);
+    snprintf(r->last_line, sizeof r->last_line, "%s", line);
+    bool ready = r->ready;
+    sync_unlock(&r->lock);
+    if (strncmp(line, "weir: ", 6) == 0)
+        log_msg(r->log, LOG_ERROR, "remote: %s", line + 6);
+    else if (ready)
+        log_msg(r->log, LOG_ERROR, "remote: %s", line);
+    else if (line[0]) {
+        sync_lock(&r->lock);
+        snprintf(r->ssh_line, sizeof r->ssh_line, "%s", line);
+        sync_unlock(&r->lock);
+        log_msg(r->log, LOG_ERROR, "ssh %s: %s", r->o->ssh_host, line);
+    }
+}
+
+static void *err_main(void *arg)
+{
+    struct remote *r = arg;
+    char buf[4096], line[512];
+    size_t len = 0;
+    for (;;) {
+        struct pollfd pfd = {.fd = r->err_fd, .events = POLLIN};
+        int p = poll(&pfd, 1, 200);
+        if (p < 0 && errno == EINTR)
+            continue;
+        if (p == 0) {
+            if (atomic_load(&r->err_stop))
+                break;   /* something ssh started still holds its stderr */
+            continue;
+        }
+        ssize_t n = p < 0 ? -1 : read(r->err_fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] == '\n') {
+                line[len] = '\0';
+                pass_line(r, line);
+                len = 0;
+            } else if (buf[i] != '\r' && len + 1 < sizeof line) {
+                line[len++] = (unsigned char)buf[i] < 0x20 ? '?' : buf[i];
+            }
+        }
+    }
+    if (len > 0) {
+        line[len] = '\0';
+        pass_line(r, line);
+    }
+    return NULL;
+}
+
+/* 'PATH' for the remote shell, however PATH is spelt. */
+static int shell_quote(char *dst, size_t cap, const char *s)
+{
+    size_t n = 0;
+    if (cap < 3)
+        return -1;
+    dst[n++] = '\'';
+    for (; *s; s++) {
+        const char *piece = *s == '\'' ? "'\\''" : NULL;
+        size_t plen = piece ? 4 : 1;
+        if (n + plen + 2 > cap)
+            return -1;
+        if (piece)
+            memcpy(dst + n, piece, plen);
+        else
+            dst[n] = *s;
+        n += plen;
+    }
+    dst[n++] = '\'';
+    dst[n] = '\0';
+    return 0;
+}
+
+/* In the child, between fork and exec: only async-signal-safe calls. */
+static void exec_ssh(int ctl, int errfd, char *const *argv, pid_t parent)
+{
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(127);
+    if (dup2(ctl, STDIN_FILENO) < 0 || dup2(ctl, STDOUT_FILENO) < 0 ||
+        dup2(errfd, STDERR_FILENO) < 0)
+        _exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    execv("/bin/sh", argv);
+    _exit(127);
+}
+
+/* sh -c 'exec RSH "$@"' weir-ssh HOST 'REMOTE-WEIR' --ssh-server: the --rsh
+ * string is the local shell's to split (as rsync's --rsh is), the host and
+ * the remote weir's name are arguments, never spliced into it. */
+static int spawn_ssh(struct remote *r, struct weir_error *err)
+{
+    const struct weir_options *o = r->o;
+    char script[1200], remote_cmd[1200];
+    if (snprintf(script, sizeof script, "exec %s \"$@\"", o->rsh ? o->rsh : "ssh") >=
+            (int)sizeof script ||
+        shell_quote(remote_cmd, sizeof remote_cmd - 16, o->remote_weir ? o->remote_weir
+                                                                       : "weir"))
+        return error_set(err, WEIR_EXIT_USAGE, "--rsh or --remote-weir: too long");
+    strcat(remote_cmd, " --ssh-server");
+    char *argv[] = {"/bin/sh", "-c", script, "weir-ssh", (char *)o->ssh_host, remote_cmd,
+                    NULL};
+    int sp[2], ep[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "ssh %s: socketpair", o->ssh_host);
+    if (pipe2(ep, O_CLOEXEC) != 0) {
+        int e = errno;
+        close(sp[0]), close(sp[1]);
+        return error_sys(err, WEIR_EXIT_INTERNAL, e, "ssh %s: pipe", o->ssh_host);
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_ssh(sp[1], ep[1], argv, parent);
+    int e = errno;
+    close(sp[1]);
+    close(ep[1]);
+    if (pid < 0) {
+        close(sp[0]), close(ep[0]);
+        return error_sys(err, WEIR_EXIT_INTERNAL, e, "ssh %s: fork", o->ssh_host);
+    }
+    r->ssh_pid = pid;
+    r->ctl_in = r->ctl_out = sp[0];
+    r->err_fd = ep[0];
+    if (sync_create(&r->err_thread, err_main, r, err))
+        return -1;
+    r->err_started = true;
+    return 0;
+}
+
+/* Wait for ssh up to secs; true once it was reaped. */
+static bool ssh_reap(struct remote *r, double secs)
+{
+    double until = clock_now() + secs;
+    while (!r->ssh_reaped && r->ssh_pid > 0) {
+        int ws;
+        pid_t got = waitpid(r->ssh_pid, &ws, WNOHANG);
+        if (got == r->ssh_pid) {
+            r->ssh_reaped = true;
+            r->ssh_status = ws;
+            break;
+        }
+        if ((got < 0 && errno != EINTR) || clock_now() >= until)
+            return false;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
+
+static void last_line(struct remote *r, char *dst, size_t cap)
+{
+    sync_lock(&r->lock);
+    snprintf(dst, cap, "%s", r->last_line);
+    sync_unlock(&r->lock);
+}
+
+/* Why the remote end did not answer: ssh's status and last words. */
+static int no_answer(struct remote *r, int why, struct weir_error *err)
+{
+    const char *host = r->o->ssh_host;
+    if (why == ETIMEDOUT)
+        return error_set(err, WEIR_EXIT_NETWORK, "ssh %s: no answer from the remote weir "
+                         "within %g s", host, REMOTE_START_SECS);
+    if (!ssh_reap(r, 5.0))
+        return error_sys(err, WEIR_EXIT_NETWORK, why, "ssh %s: the remote weir's channel", host);
+    /* the last line is only complete once the stderr thread read it all */
+    if (r->err_started) {
+        pthread_join(r->err_thread, NULL);
+        r->err_started = false;
+    }
+    char last[256];
+    last_line(r, last, sizeof last);
+    int ws = r->ssh_status;
+    const char *rw = r->o->remote_weir ? r->o->remote_weir : "weir";
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 255)
+        return error_set(err, WEIR_EXIT_NETWORK, "ssh %s: %s", host,
+                         last[0] ? last : "ssh failed (status 255)");
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127)
+        return error_set(err, WEIR_EXIT_NETWORK, "remote: %s: command not found on %s "
+                         "(install weir there, or name it with --remote-weir)", rw, host);
+    if (WIFEXITED(ws) && strstr(last, "--ssh-server"))
+        return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s is too old for --ssh "
+                         "(it does not know --ssh-server); this is weir %s", host,
+                         WEIR_VERSION);
+    if (WIFEXITED(ws))
+        return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s exited with status %d "
+                         "before it started%s%s", host, WEXITSTATUS(ws), last[0] ? ": " : "",
+                         last);
+    return error_set(err, WEIR_EXIT_NETWORK, "ssh %s: killed by signal %d", host,
+                     WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+}
+
+/* The request (doc/stream-format.md, "The ssh channel"), and the answer. */
+static int handshake(struct remote *r, int port, struct weir_error *err)
+{
+    const struct weir_options *o = r->o;
+    size_t cap = REMOTE_REQUEST_MAX;
+    char *req = keyfile_secret_alloc(cap);   /* it holds the key */
+    if (!req)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "ssh %s: request", o->ssh_host);
+    size_t n = (size_t)snprintf(req, cap, "weir-ssh %d %s\nmode %s\nport %d\nkey %.*s",
+                                REMOTE_PROTOCOL, WEIR_VERSION, o->pull ? "pull" : "push", port,
+                                r->key_len, r->key);
+    /* what shapes the sending side goes to whichever end sends */
+    char word[64];
+    if (o->pull) {
+        if (o->compress)
+            n += (size_t)snprintf(req + n, cap - n, "opt --compress=%d\n", o->level);
+        n += (size_t)snprintf(req + n, cap - n, "opt -T%d\n", o->threads);
+        if (o->read_rate)
+            n += (size_t)snprintf(req + n, cap - n, "opt -r%llu\n",
+                                  (unsigned long long)o->read_rate);
+    }
+    if (o->quiet)
+        n += (size_t)snprintf(req + n, cap - n, "opt -q\n");
+    for (int v = 0; v < o->verbosity && n < cap; v++)
+        n += (size_t)snprintf(req + n, cap - n, "opt -v\n");
+    int words = 0;
+    for (const char *s = o->remote_opts ? o->remote_opts : ""; *s;) {
+        s += strspn(s, " \t");
+        size_t wl = strcspn(s, " \t");
+        if (wl == 0)
+            break;
+        if (wl >= sizeof word || ++words > REMOTE_ARGS_MAX / 2) {
+            keyfile_secret_free(req, cap);
+            return error_set(err, WEIR_EXIT_USAGE, "--remote-opts: too many or too long words");
+        }
+        n += (size_t)snprintf(req + n, cap - n, "opt %.*s\n", (int)wl, s);
+        s += wl;
+    }
+    size_t clen = strlen(o->remote_cmd);
+    if (n + clen + 64 > cap) {
+        keyfile_secret_free(req, cap);
+        return error_set(err, WEIR_EXIT_USAGE, "--remote: the command is too long");
+    }
+    n += (size_t)snprintf(req + n, cap - n, "cmd %zu\n%s\ngo\n", clen, o->remote_cmd);
+    int rc = put_all(r->ctl_out, req, n);
+    int e = errno;
+    keyfile_secret_free(req, cap);
+    if (rc != 0)
+        return no_answer(r, e, err);
+    struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REMOTE_START_SECS};
+    char line[1024];
+    if (get_line(&rd, line, sizeof line) < 0)
+        return no_answer(r, errno, err);
+    int proto = 0, cport = 0;
+    char version[32] = "", addr[80] = "";
+    if (strncmp(line, "refused ", 8) == 0) {
+        int code = WEIR_EXIT_NETWORK;
+        int used = 0;
+        if (sscanf(line + 8, "%d %n", &code, &used) < 1 || code <= 0 || code > 255)
+            code = WEIR_EXIT_NETWORK;
+        return error_set(err, code, "remote: %s", line + 8 + used);
+    }
+    if (sscanf(line, "ready %d %31s %79s %d", &proto, version, addr, &cport) != 4)
+        return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s answered '%.80s', "
+                         "not ready", o->ssh_host, line);
+    if (proto != REMOTE_PROTOCOL)
+        return error_set(err, WEIR_EXIT_NETWORK, "remote: weir %s on %s speaks --ssh protocol "
+                         "%d; this weir %s speaks %d", version, o->ssh_host, proto,
+                         WEIR_VERSION, REMOTE_PROTOCOL);
+    snprintf(r->remote_version, sizeof r->remote_version, "%s", version);
+    snprintf(r->addr, sizeof r->addr, "%s", addr);
+    snprintf(r->port, sizeof r->port, "%d", cport);
+    sync_lock(&r->lock);
+    r->ready = true;
+    sync_unlock(&r->lock);
+    if (o->pull)
+        log_msg(r->log, LOG_INFO, "ssh %s: weir %s answered", o->ssh_host, version);
+    else
+        log_msg(r->log, LOG_INFO, "ssh %s: weir %s answered: sending to %s port %d",
+                o->ssh_host, version, addr, cport);
+    return 0;
+}
+
+int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
+                     struct weir_error *err)
+{
+    struct remote *r = calloc(1, sizeof *r);
+    if (!r)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "ssh %s", o->ssh_host);
+    r->o = o;
+    r->log = log;
+    r->ctl_in = r->ctl_out = r->err_fd = -1;
+    r->wake[0] = r->wake[1] = -1;
+    atomic_init(&r->err_stop, false);
+    sync_mutex_init(&r->lock);
+    if (pipe2(r->wake, O_CLOEXEC) != 0) {
+        int e = errno;
+        remote_free(r);
+        return error_sys(err, WEIR_EXIT_INTERNAL, e, "ssh %s: pipe", o->ssh_host);
+    }
+    r->key = keyfile_secret_alloc(KEY_TEXT_MAX);
+    r->key_len = r->key ? keyfile_new_text(r->key, KEY_TEXT_MAX, KEY_NAME) : -1;
+    if (r->key_len < 0) {
+        remote_free(r);
+        return error_set(err, WEIR_EXIT_INTERNAL, "ssh %s: no one-time key (no memory or "
+                         "no random bytes)", o->ssh_host);
+    }
+    *out = r;
+    return 0;
+}
+
+/* ---- the server: weir --ssh-server ------------------------------------------ */
+
+/* SSH_CONNECTION is "client-ip client-port server-ip server-port". */
+static int ssh_connection(struct remote *r, struct weir_error *err)
+{
+    const char *sc = getenv("SSH_CONNECTION");
+    char cport[16], sport[16];
+    if (!sc || sscanf(sc, "%63s %15s %63s %15s", r->peer, cport, r->self, sport) != 4)
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: SSH_CONNECTION is not set: "
+                         "it is how weir --ssh starts the other end, under ssh");
+    return 0;
+}
+
+
+void remote_refuse(struct remote *r, const char *msg)
+{
+    if (!r || !r->server || r->ctl_out < 0)
+        return;
+    char line[600];
+    int n = snprintf(line, sizeof line, "refused %d %s\n", WEIR_EXIT_USAGE, msg);
+    if (n > 0)
+        (void)put_all(r->ctl_out, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* Read the request: its lines into argv (opt), the key (secret memory) and
+ * the command. */
+static int read_request(struct remote *r, struct weir_error *err)
+{
+    struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS};
+    r->request = keyfile_secret_alloc(REMOTE_REQUEST_MAX);
+    if (!r->request)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server: request");
+    char *p = r->request, *end = r->request + REMOTE_REQUEST_MAX;
+    char line[1024];
+    int argc = 0, port = -1;
+    bool have_mode = false;
+    const char *cmd = NULL;
+    r->argv[argc++] = "weir";
+    if (get_line(&rd, line, sizeof line) < 0)
+        return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the request");
+    int proto = 0;
+    if (sscanf(line, "weir-ssh %d", &proto) != 1)
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: not a weir --ssh request");
+    if (proto != REMOTE_PROTOCOL)
+        return error_set(err, WEIR_EXIT_USAGE, "weir %s speaks --ssh protocol %d, the local "
+                         "weir %d: use the same version on both hosts", WEIR_VERSION,
+                         REMOTE_PROTOCOL, proto);
+    for (;;) {
+        long len = get_line(&rd, line, sizeof line);
+        if (len < 0)
+            return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the request");
+        if (strcmp(line, "go") == 0)
+            break;
+        if (strcmp(line, "mode push") == 0 || strcmp(line, "mode pull") == 0) {
+            r->push = line[5] == 'p' && line[6] == 'u' && line[7] == 's';
+            have_mode = true;
+        } else if (strncmp(line, "port ", 5) == 0) {
+            port = atoi(line + 5);
+        } else if (strncmp(line, "key ", 4) == 0) {
+            r->key = keyfile_secret_alloc(KEY_TEXT_MAX);
+            if (!r->key || (size_t)len - 4 + 2 > KEY_TEXT_MAX)
+                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad key line");
+            memcpy(r->key, line + 4, (size_t)len - 4);
+            r->key[len - 4] = '\n';
+            r->key_len = (int)len - 3;
+        } else if (strncmp(line, "opt ", 4) == 0) {
+            if (argc >= REMOTE_ARGS_MAX || p + len - 3 > end)
+                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: too many options");
+            memcpy(p, line + 4, (size_t)len - 3);
+            r->argv[argc++] = p;
+            p += len - 3;
+        } else if (strncmp(line, "cmd ", 4) == 0) {
+            char *stop;
+            unsigned long clen = strtoul(line + 4, &stop, 10);
+            if (*stop || clen == 0 || p + clen + 1 > end)
+                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad command length");
+            for (unsigned long i = 0; i < clen; i++) {
+                int got = get_byte(&rd, p + i);
+                if (got <= 0)
+                    return error_set(err, WEIR_EXIT_NETWORK, "--ssh-server: the request "
+                                     "ended inside the command");
+            }
+            p[clen] = '\0';
+            cmd = p;
+            p += clen + 1;
+            if (get_line(&rd, line, sizeof line) != 0)
+                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad command");
+        } else {
+            OPENSSL_cleanse(line, sizeof line);
+            return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: unknown request line");
+        }
+    }
+    OPENSSL_cleanse(line, sizeof line);
+    if (!have_mode || !cmd || !r->key || (!r->push && (port <= 0 || port > 65535)))
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: incomplete request");
+    if (r->push) {
+        r->argv[argc++] = "--bind";
+        r->argv[argc++] = r->self;
+        r->argv[argc++] = "-I";
+        r->argv[argc++] = "0";
+    } else {
+        snprintf(r->target, sizeof r->target, strchr(r->peer, ':') ? "[%s]:%d" : "%s:%d",
+                 r->peer, port);
+        r->argv[argc++] = "-O";
+        r->argv[argc++] = r->target;
+    }
+    r->argv[argc++] = "--";
+    r->argv[argc++] = "/bin/sh";
+    r->argv[argc++] = "-c";
+    r->argv[argc++] = (char *)cmd;
+    r->argv[argc] = NULL;
+    return argc;
+}
+
+int remote_server_new(struct remote **out, struct weir_log *log, int *argc, char ***argv,
+                      struct weir_error *err)
+{
+    struct remote *r = calloc(1, sizeof *r);
+    if (!r)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server");
+    r->server = true;
+    r->log = log;
+    r->err_fd = -1;
+    r->wake[0] = r->wake[1] = -1;
+    atomic_init(&r->err_stop, false);
+    sync_mutex_init(&r->lock);
+    *out = r;
+    /* the channel moves aside: the commands this weir runs get /dev/null
+     * for input, and their output goes to standard error, which ssh
+     * carries to the local weir */
+    r->ctl_in = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+    r->ctl_out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (r->ctl_in < 0 || r->ctl_out < 0 || null < 0 || dup2(null, STDIN_FILENO) < 0 ||
+        dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        int e = errno;
+        if (null >= 0)
+            close(null);
+        return error_sys(err, WEIR_EXIT_INTERNAL, e, "--ssh-server: standard descriptors");
+    }
+    close(null);
+    if (pipe2(r->wake, O_CLOEXEC) != 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: pipe");
+    int n;
+    if (ssh_connection(r, err) || (n = read_request(r, err)) < 0) {
+        remote_refuse(r, err->msg);
+        return -1;
+    }
+    *argc = n;
+    *argv = r->argv;
+    return 0;
+}
+
+/* ---- both ------------------------------------------------------------------ */
+
+/* Wait up to ms for the wake pipe: true when woken (the engine is done). */
+static bool woken(struct remote *r, int ms)
+{
+    struct pollfd pfd = {.fd = r->wake[0], .events = POLLIN};
+    int p;
+    while ((p = poll(&pfd, 1, ms)) < 0 && errno == EINTR)
+        ;
+    return p > 0;
+}
+
+/* The end of the channel, while the engine runs.  On the server it means
+ * the ssh session is gone: the transfer stops at once.  Locally it means
+ * ssh ended: after a success that is the remote weir's normal end, and the
+ * engine finishes by itself; after a failure the engine is given a moment
+ * to learn the better reason from the stream, and is then stopped (a remote
+ * sender that failed before it connected would leave the listener waiting). */
+static void *watch_main(void *arg)
+{
+    struct remote *r = arg;
+    for (;;) {
+        struct pollfd pfd[2] = {{.fd = r->ctl_in, .events = POLLIN},
+                                {.fd = r->wake[0], .events = POLLIN}};
+        int p = poll(pfd, 2, -1);
+        if (p < 0 && errno == EINTR)
+            continue;
+        if (p > 0 && pfd[1].revents)
+            return NULL;
+        char buf[256];
+        ssize_t n = p < 0 ? -1 : read(r->ctl_in, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            break;
+    }
+    if (r->server) {
+        weir_fail(r->engine, WEIR_EXIT_NETWORK, "the ssh session ended: the local weir is "
+                  "gone");
+        return NULL;
+    }
+    siginfo_t si;
+    double until = clock_now() + 5.0;
+    for (;;) {
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)r->ssh_pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == r->ssh_pid)
+            break;
+        if (clock_now() >= until || woken(r, 20))
+            return NULL;
+    }
+    if (si.si_code == CLD_EXITED && si.si_status == 0)
+        return NULL;
+    if (woken(r, REMOTE_SETTLE_MS))
+        return NULL;
+    char msg[200];
+    int status = WEIR_EXIT_NETWORK;
+    if (si.si_code == CLD_EXITED && si.si_status == 255)
+        snprintf(msg, sizeof msg, "ssh %s: the ssh connection ended before the transfer did",
+                 r->o->ssh_host);
+    else if (si.si_code == CLD_EXITED) {
+        snprintf(msg, sizeof msg, "remote: the weir on %s exited with status %d before the "
+                 "transfer was done", r->o->ssh_host, si.si_status);
+        if (si.si_status >= WEIR_EXIT_INTERNAL && si.si_status <= WEIR_EXIT_INTEGRITY)
+            status = si.si_status;
+    } else
+        snprintf(msg, sizeof msg, "ssh %s: killed by signal %d before the transfer was done",
+                 r->o->ssh_host, si.si_status);
+    weir_fail(r->engine, status, msg);
+    return NULL;
+}
+
+static int watch(struct remote *r, struct weir_engine *e, struct weir_error *err)
+{
+    r->engine = e;
+    if (sync_create(&r->watch_thread, watch_main, r, err))
+        return -1;
+    r->watch_started = true;
+    return 0;
+}
+
+static void unwatch(struct remote *r)
+{
+    if (r->watch_started) {
+        (void)!write(r->wake[1], "x", 1);
+        pthread_join(r->watch_thread, NULL);
+        r->watch_started = false;
+    }
+}
+
+int remote_configure(struct remote *r, struct weir_config *c, struct weir_error *err)
+{
+    c->key_text = r->key;
+    c->key_text_len = (size_t)r->key_len;
+    c->port_told = true;   /* the other end learns the port from us */
+    if (r->server)
+        return 0;
+    if (r->o->pull) {
+        /* the sending side's options went to the remote end */
+        c->compress = false;
+        c->read_rate = 0;
+        c->input = WEIR_IN_LISTEN;
+        snprintf(c->tcp.listen_port, sizeof c->tcp.listen_port, "0");
+        return 0;
+    }
+    if (c->noutputs >= WEIR_MAX_OUTPUTS)
+        return error_set(err, WEIR_EXIT_USAGE, "too many outputs for --ssh");
+    if (spawn_ssh(r, err) || handshake(r, 0, err))
+        return -1;
+    struct weir_output *d = &c->outputs[c->noutputs++];
+    memset(d, 0, sizeof *d);
+    d->kind = WEIR_OUT_TCP;
+    snprintf(d->host, sizeof d->host, "%s", r->addr);
+    snprintf(d->port, sizeof d->port, "%s", r->port);
+    return 0;
+}
+
+int remote_started(struct remote *r, struct weir_engine *e, struct weir_error *err)
+{
+    if (!r->server) {
+        if (r->o->pull && (spawn_ssh(r, err) || handshake(r, weir_listen_port(e), err)))
+            return -1;
+        return watch(r, e, err);
+    }
+    char line[200];
+    int n = snprintf(line, sizeof line, "ready %d %s %s %d\n", REMOTE_PROTOCOL, WEIR_VERSION,
+                     r->push ? r->self : "-", r->push ? weir_listen_port(e) : 0);
+    if (put_all(r->ctl_out, line, (size_t)n) != 0)
+        return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the ssh channel");
+    return watch(r, e, err);
+}
+
+/* The chain's status, once ssh has ended. */
+static int verdict(struct remote *r, int status)
+{
+    const char *host = r->o->ssh_host;
+    if (!r->ssh_reaped) {
+        log_msg(r->log, LOG_ERROR, "ssh %s: still running %g s after the transfer: stopped",
+                host, 2 * REMOTE_GRACE_SECS);
+        return status ? status : WEIR_EXIT_NETWORK;
+    }
+    int ws = r->ssh_status;
+    char last[256];
+    sync_lock(&r->lock);
+    snprintf(last, sizeof last, "%s", r->ssh_line);
+    sync_unlock(&r->lock);
+    if (status != 0 && !(WIFEXITED(ws) && WEXITSTATUS(ws) != 255))
+        /* ssh itself ended badly: likely why the transfer failed */
+        log_msg(r->log, LOG_ERROR, "ssh %s: the ssh connection ended (%s %d)%s%s", host,
+                WIFSIGNALED(ws) ? "killed by signal" : "status",
+                WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws), last[0] ? ": " : "", last);
+    if (status != 0 || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0))
+        return status;
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 255) {
+        log_msg(r->log, LOG_ERROR, "ssh %s: the connection failed%s%s", host,
+                last[0] ? ": " : "", last);
+        return WEIR_EXIT_NETWORK;
+    }
+    if (WIFEXITED(ws)) {
+        log_msg(r->log, LOG_ERROR, "remote: the weir on %s exited with status %d", host,
+                WEXITSTATUS(ws));
+        return WEXITSTATUS(ws);
+    }
+    log_msg(r->log, LOG_ERROR, "ssh %s: killed by signal %d", host,
+            WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+    return WEIR_EXIT_NETWORK;
+}
+
+int remote_finish(struct remote *r, int status)
+{
+    unwatch(r);
+    if (r->server) {
+        /* what the remote command started may outlive it (a shell does not
+         * pass SIGTERM on), and would hold the ssh session open: after a
+         * failure the whole process group this weir leads goes (sshd made
+         * it the leader; the weir itself has SIGTERM blocked) */
+        if (status != 0 && getpgrp() == getpid())
+            (void)kill(0, SIGTERM);
+        return status;
+    }
+    if (r->ssh_pid <= 0)
+        return status;
+    /* after a success the remote weir ends by itself; after a failure its
+     * channel closes, and it stops as for SIGTERM */
+    if (status != 0 || !ssh_reap(r, REMOTE_GRACE_SECS)) {
+        if (r->ctl_in >= 0)
+            close(r->ctl_in);
+        r->ctl_in = r->ctl_out = -1;
+        if (!ssh_reap(r, REMOTE_GRACE_SECS)) {
+            kill(r->ssh_pid, SIGTERM);
+            if (!ssh_reap(r, 2.0)) {
+                kill(r->ssh_pid, SIGKILL);
+                ssh_reap(r, 2.0);
+            }
+        }
+    }
+    atomic_store(&r->err_stop, true);
+    if (r->err_started) {
+        pthread_join(r->err_thread, NULL);
+        r->err_started = false;
+    }
+    return verdict(r, status);
+}
+
+void remote_free(struct remote *r)
+{
+    if (!r)
+        return;
+    if (!r->server && r->ssh_pid > 0 && !r->ssh_reaped) {
+        kill(r->ssh_pid, SIGKILL);
+        waitpid(r->ssh_pid, NULL, 0);
+    }
+    atomic_store(&r->err_stop, true);
+    if (r->err_started)
+        pthread_join(r->err_thread, NULL);
+    unwatch(r);
+    if (r->ctl_in >= 0)
+        close(r->ctl_in);
+    if (r->ctl_out >= 0 && r->ctl_out != r->ctl_in)
+        close(r->ctl_out);
+    if (r->err_fd >= 0)
+        close(r->err_fd);
+    for (int i = 0; i < 2; i++)
+        if (r->wake[i] >= 0)
+            close(r->wake[i]);
+    keyfile_secret_free(r->key, KEY_TEXT_MAX);
+    keyfile_secret_free(r->request, REMOTE_REQUEST_MAX);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}

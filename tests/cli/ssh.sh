@@ -1,0 +1,131 @@
+#!/bin/bash
+# Purpose: weir --ssh starts the other weir over a real sshd (a throwaway one
+# on a loopback port, with its own host key, user key and config), hands it a
+# one-time key through the ssh channel, and moves the data directly; push and
+# pull, with and without -z, at 0, 1 byte and 20 MiB, arrive whole; a failed
+# remote consumer, remote producer or local producer, a wrong user key, a
+# missing remote weir and a killed ssh each give their status and a message
+# naming the side; SIGINT leaves nothing running on the "remote" side.
+. "$(dirname "$0")/lib.sh"
+SSHD=$(dirname "$0")/../tools/sshd.sh
+stop_sshd() { bash "$SSHD" stop "$TMP/sshd"; cleanup; }
+trap stop_sshd EXIT
+bash "$SSHD" start "$TMP/sshd" >"$TMP/sshd.port" 2>"$TMP/sshd.err" ||
+    { cat "$TMP/sshd.err" >&2; fail "could not start a throwaway sshd (openssh-server)"; }
+ok "a throwaway sshd runs on 127.0.0.1:$(cat "$TMP/sshd.port")"
+HOST="$(id -un)@127.0.0.1"
+SSH=(--ssh "$HOST" --rsh "$TMP/sshd/ssh" --remote-weir "$WEIR")
+
+for n in 0 1 "$(sized 20971520 3000001)"; do
+    gen "$TMP/in" "$n" mixed
+    for z in "" -z; do
+        rm -f "$TMP/out" "$TMP/out2"
+        expect 0 "push $z, $n bytes" "$WEIR" -q $z "${SSH[@]}" --remote "cat >'$TMP/out'" \
+            -i "$TMP/in"
+        same "$TMP/in" "$TMP/out" "push $z, $n bytes: identical"
+        expect 0 "pull $z, $n bytes" "$WEIR" -q $z "${SSH[@]}" --pull --remote "cat '$TMP/in'" \
+            -o "$TMP/out2"
+        same "$TMP/in" "$TMP/out2" "pull $z, $n bytes: identical"
+    done
+done
+# commands at both ends, and standard input and output
+gen "$TMP/in" 1000003 mixed
+expect 0 "push from a local producer" "$WEIR" -q "${SSH[@]}" --remote "cat >'$TMP/out'" \
+    -- cat "$TMP/in"
+same "$TMP/in" "$TMP/out" "push from a local producer: identical"
+"$WEIR" -q -z "${SSH[@]}" --pull --remote "cat '$TMP/in'" -- sh -c "cat >'$TMP/out3'" \
+    2>"$TMP/err" || fail "pull into a local consumer: exit $?"
+same "$TMP/in" "$TMP/out3" "pull into a local consumer: identical"
+"$WEIR" -q "${SSH[@]}" --remote "cat >'$TMP/out4'" <"$TMP/in" 2>"$TMP/err" ||
+    fail "push from standard input: exit $?"
+same "$TMP/in" "$TMP/out4" "push from standard input: identical"
+"$WEIR" -q "${SSH[@]}" --pull --remote "cat '$TMP/in'" >"$TMP/out5" 2>"$TMP/err" ||
+    fail "pull to standard output: exit $?"
+same "$TMP/in" "$TMP/out5" "pull to standard output: identical"
+
+# the remote weir's messages arrive prefixed, with its summary
+"$WEIR" "${SSH[@]}" --remote "cat >/dev/null" -i "$TMP/in" 2>"$TMP/err" || fail "verbose push"
+has_msg "$TMP/err" "remote: summary: 977 KiB" "the remote summary appears as remote:"
+has_msg "$TMP/err" "with the key 'ssh-one-time'" "the remote weir admitted the one-time key"
+
+# failures, each named with its side
+expect 4 "remote consumer exits 1" "$WEIR" -q "${SSH[@]}" \
+    --remote "head -c 10 >/dev/null; echo recv-broke >&2; exit 1" -i "$TMP/in"
+has_msg "$TMP/err" "remote: consumer 'head -c 10 >/dev/null; echo recv-broke >&2; exit 1' exited with status 1: recv-broke" \
+    "remote consumer: named, with its last line"
+expect 3 "remote producer exits 1" "$WEIR" -q "${SSH[@]}" --pull \
+    --remote "head -c 1000 '$TMP/in'; echo send-broke >&2; exit 1" -o "$TMP/out6"
+has_msg "$TMP/err" "remote: producer 'head -c 1000" "remote producer: named"
+has_msg "$TMP/err" "exited with status 1: send-broke" "remote producer: its last line"
+expect 3 "local producer exits 1" "$WEIR" -q "${SSH[@]}" --remote "cat >/dev/null" \
+    -- sh -c "head -c 1000 '$TMP/in'; exit 1"
+has_msg "$TMP/err" "producer 'head -c 1000 '$TMP/in'; exit 1' exited with status 1" "local producer: named"
+# the remote end heard why, or (when the producer failed before the
+# connection was made) that the local weir went away
+grep -qE "remote: (sender: producer|the ssh session ended)" "$TMP/err" ||
+    { cat "$TMP/err" >&2; fail "the remote end said nothing of the failure"; }
+ok "the remote end stopped, and said why"
+expect 5 "a remote weir that is missing" "$WEIR" -q --ssh "$HOST" --rsh "$TMP/sshd/ssh" \
+    --remote-weir "$TMP/no/weir" --remote "cat" -i "$TMP/in"
+has_msg "$TMP/err" "remote: $TMP/no/weir: command not found on $HOST" "missing weir: said"
+ssh-keygen -q -t ed25519 -N '' -f "$TMP/stranger" </dev/null
+sed "s|-i $TMP/sshd/user_key|-i $TMP/stranger|" "$TMP/sshd/ssh" >"$TMP/badssh"
+chmod 755 "$TMP/badssh"
+expect 5 "a wrong user key" "$WEIR" -q --ssh "$HOST" --rsh "$TMP/badssh" --remote-weir "$WEIR" \
+    --remote "cat" -i "$TMP/in"
+has_msg "$TMP/err" "ssh $HOST: $HOST: Permission denied (publickey)" "wrong key: ssh's words"
+expect 2 "--remote without --ssh" "$WEIR" --remote "cat" -i "$TMP/in"
+expect 2 "--ssh without --remote" "$WEIR" --ssh "$HOST" -i "$TMP/in"
+expect 2 "--ssh with a host that is an option" "$WEIR" --ssh "-oProxyCommand=x" --remote cat
+expect 2 "--ssh with -O" "$WEIR" "${SSH[@]}" --remote cat -O 127.0.0.1:9
+
+# the key never on a command line: the remote weir runs as "weir --ssh-server"
+bg "$WEIR" -q "${SSH[@]}" --remote "sleep 30" -i "$TMP/in"
+for _ in $(seq 200); do
+    rpid=$(pgrep -f -x -- "$WEIR --ssh-server" | head -1)
+    [ -n "$rpid" ] && break
+    sleep 0.05
+done
+[ -n "$rpid" ] || fail "no remote weir seen"
+tr '\0' ' ' </proc/"$rpid"/cmdline >"$TMP/cmdline"
+grep -q "^$WEIR --ssh-server $" "$TMP/cmdline" || fail "remote command line: $(cat "$TMP/cmdline")"
+ok "the remote weir's command line holds no key and no command"
+grep -qa "ssh-one-time" /proc/"$rpid"/environ && fail "the key is in the remote environment"
+ok "the remote weir's environment holds no key"
+
+# SIGINT to the local weir: nothing left running on the other side
+for _ in $(seq 200); do
+    spid=$(pgrep -f -x "sleep 30" | head -1)
+    [ -n "$spid" ] && break
+    sleep 0.05
+done
+[ -n "$spid" ] || fail "the remote consumer never started"
+kill -INT "$BPID"
+wait_bounded "$BPID" 30
+[ "$STATUS" -eq 130 ] || fail "SIGINT: exit $STATUS, want 130"
+ok "SIGINT: the local weir exits 130"
+for _ in $(seq 200); do
+    kill -0 "$rpid" 2>/dev/null || kill -0 "$spid" 2>/dev/null || break
+    sleep 0.05
+done
+kill -0 "$rpid" 2>/dev/null && fail "the remote weir $rpid still runs after SIGINT"
+kill -0 "$spid" 2>/dev/null && fail "the remote consumer $spid still runs after SIGINT"
+ok "SIGINT: the remote weir and its consumer are gone"
+
+# ssh killed mid-transfer
+bg "$WEIR" -q "${SSH[@]}" --remote "sleep 30" -i "$TMP/in"
+for _ in $(seq 200); do
+    sshpid=$(pgrep -f -- "-i $TMP/sshd/user_key.*--ssh-server" | head -1)
+    spid=$(pgrep -f -x "sleep 30" | head -1)
+    [ -n "$sshpid" ] && [ -n "$spid" ] && break
+    sleep 0.05
+done
+[ -n "$sshpid" ] || fail "no ssh client seen"
+kill -9 "$sshpid"
+wait_bounded "$BPID" 30
+[ "$STATUS" -eq 5 ] || fail "ssh killed: exit $STATUS, want 5"
+ok "ssh killed mid-transfer: the local weir exits 5"
+for _ in $(seq 200); do kill -0 "$spid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$spid" 2>/dev/null && fail "the remote consumer $spid still runs after ssh died"
+ok "ssh killed mid-transfer: nothing left on the other side"
+done_testing
