@@ -534,7 +534,7 @@ void *reader_main(void *arg)
     int rc = p->cfg->input == WEIR_IN_LISTEN ? admit_sender(p, &e) : STEP_OK;
     if (rc == STEP_OK) {
         sync_lock(&p->lock);
-        p->ring.t_start = clock_now();
+        ring_start_locked(&p->ring);
         sync_unlock(&p->lock);
         r.timeout_ms = io_timeout_ms(p, &p->in);
         rc = read_input(&r, &e);

@@ -76,6 +76,9 @@ struct transport {
      * being admitted, before it became a transport. */
     _Atomic uint64_t *wire_tx, *wire_rx;
     uint64_t wire_before;
+    /* A pipe whose writes are cut to the room in it (transport_pace_pipe):
+     * its capacity in bytes; 0: each write is handed to the kernel whole. */
+    int pipe_size;
 };
 
 /* Add n bytes to a wire counter, when there is one. */
@@ -96,9 +99,11 @@ int transport_open_input(struct transport *t, const char *path, bool closed,
 /* path NULL or "-": standard output.  dsync: a named file is opened O_DSYNC
  * (every write reaches stable storage before it returns).  An existing regular file is refused
  * unless force; it is not truncated until transport_truncate(), so that a
- * start that fails later leaves it untouched. */
+ * start that fails later leaves it untouched.  reader_wait (-W, seconds; 0:
+ * for ever): how long a FIFO may wait for its reader to open it, after which
+ * it fails as the watchdog would. */
 int transport_open_output(struct transport *t, const char *path, bool force, bool dsync,
-                          bool closed, struct weir_error *err);
+                          bool closed, double reader_wait, struct weir_error *err);
 int transport_truncate(struct transport *t, struct weir_error *err);
 /* One file: writing one destroys the other.  Character devices and sockets
  * never are. */
@@ -118,6 +123,12 @@ ssize_t transport_fd_read(struct transport *t, void *buf, size_t n, int timeout_
                           atomic_bool *stop);
 ssize_t transport_fd_writev(struct transport *t, const struct iovec *iov, int cnt,
                             int timeout_ms, atomic_bool *stop);
+/* -W: when the descriptor is a pipe or FIFO, cut each write to the room the
+ * pipe has (a page at least), so that a large block written to a slow
+ * reader returns as each part goes in, and its progress shows, instead of
+ * blocking in one write() until the reader has taken all of it.  Anything
+ * else is left as it is. */
+void transport_pace_pipe(struct transport *t);
 int transport_fd_wait(struct transport *t, short events, int timeout_ms, atomic_bool *stop);
 
 /* ---- TCP (transport_tcp.c) ---- */
