@@ -439,11 +439,17 @@ static int parse_progress(struct weir_options *o, const char *arg, struct weir_e
     return 0;
 }
 
-/* --interval only paces --progress; its default is 1 s. */
+/* --interval only paces --progress; its default is 1 s.  Descriptor 1 is
+ * a consumer's standard output: the lines would land in what it writes. */
 static int check_progress(struct weir_options *o, struct weir_error *err)
 {
     if (o->interval > 0 && !o->progress)
         return bad(err, "--interval needs --progress");
+    if (o->progress_to_fd && o->progress_fd == STDOUT_FILENO && o->command &&
+        o->command_consumes)
+        return bad(err, "--progress=json=1: standard output is the consumer's (the command "
+                   "after --): give the lines a descriptor of their own "
+                   "(--progress=json=3 3>FILE) or a file (--progress=json=FILE)");
     if (o->interval <= 0)
         o->interval = 1;
     return 0;
