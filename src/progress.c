@@ -282,13 +282,27 @@ static int writable(int fd, double secs)
     }
 }
 
-/* Write the line within wait seconds, or skip it.  poll() saying a pipe can
- * take a write means room for a page, not for a line, and a blocking write()
- * of more would wait for the reader without bound (with the main thread,
- * and the signals it takes, behind it): so the descriptor is non-blocking
- * for the line's writes.  It may be shared (standard error, a pipe), so
- * the flag is set only for this line and under the log's lock, which every
- * message of weir's takes too. */
+/* One write() that does not block.  poll() saying that a pipe can take a
+ * write means room for a page, not for a line, and a blocking write() of
+ * more would wait for the reader without bound, with the main thread (and
+ * the signals it takes) behind it.  The descriptor may be shared (standard
+ * error, a terminal, a pipe), so it is non-blocking only for this call, and
+ * the caller holds the log's lock, which every message of weir's takes.
+ * *flags_err: set when its flags could not be set back. */
+static ssize_t write_now(int fd, const void *buf, size_t n, int *flags_err)
+{
+    int flags = fcntl(fd, F_GETFL);
+    bool set = flags >= 0 && !(flags & O_NONBLOCK) &&
+               fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+    ssize_t w = write(fd, buf, n);
+    int e = errno;
+    if (set && fcntl(fd, F_SETFL, flags) != 0)
+        *flags_err = errno;
+    errno = e;
+    return w;
+}
+
+/* Write the line within wait seconds, or skip it. */
 static void emit(struct progress *pr, struct line *l, double wait)
 {
     if (l->overflow || l->len + 1 > l->cap) {
@@ -301,13 +315,10 @@ static void emit(struct progress *pr, struct line *l, double wait)
     if (!writable(pr->fd, wait))
         return;   /* skipped: its reader does not read */
     sync_lock(&pr->log->lock);
-    int flags = fcntl(pr->fd, F_GETFL);
-    bool set = flags >= 0 && !(flags & O_NONBLOCK) &&
-               fcntl(pr->fd, F_SETFL, flags | O_NONBLOCK) == 0;
     size_t done = 0;
-    int failed = 0;
-    while (done < l->len) {
-        ssize_t w = write(pr->fd, l->p + done, l->len - done);
+    int failed = 0, flags_err = 0;
+    while (done < l->len && !flags_err) {
+        ssize_t w = write_now(pr->fd, l->p + done, l->len - done, &flags_err);
         if (w > 0) {
             done += (size_t)w;
             continue;
@@ -321,7 +332,6 @@ static void emit(struct progress *pr, struct line *l, double wait)
         failed = w < 0 && errno != EAGAIN ? errno : ETIMEDOUT;
         break;
     }
-    int restored = !set || fcntl(pr->fd, F_SETFL, flags) == 0 ? 0 : errno;
     sync_unlock(&pr->log->lock);
     if (failed == ETIMEDOUT) {
         char why[96];
@@ -329,8 +339,8 @@ static void emit(struct progress *pr, struct line *l, double wait)
         give_up(pr, "write", why);
     } else if (failed) {
         give_up(pr, done ? "write (a line was cut short)" : "write", strerror(failed));
-    } else if (restored) {
-        give_up(pr, "fcntl (its flags)", strerror(restored));
+    } else if (flags_err) {
+        give_up(pr, "fcntl (setting its flags back)", strerror(flags_err));
     }
 }
 
