@@ -79,19 +79,12 @@ ssize_t transport_fd_read(struct transport *t, void *buf, size_t n, int timeout_
     return r;
 }
 
-#define PACED_IOV_MAX 8   /* a cut write keeps at most this many parts */
+#define PACED_IOV_MAX 8            /* a cut write keeps at most this many parts */
+#define PACED_FILE_WRITE (256u << 10)   /* -W: the most one write() to a file takes */
 
-/* The parts of iov that fit in the room the pipe has now, into cut.  The
- * room is what FIONREAD says is not queued; a full pipe, or one that cannot
- * tell, gets a page, which waits for the reader to take one. */
-static int pipe_cut(const struct transport *t, const struct iovec *iov, int cnt,
-                    struct iovec *cut)
+/* The parts of iov that fit in room bytes, into cut. */
+static int cut_to(const struct iovec *iov, int cnt, size_t room, struct iovec *cut)
 {
-    int queued;
-    size_t room = PIPE_BUF;
-    if (ioctl(t->fd, FIONREAD, &queued) == 0 && queued >= 0 &&
-        t->pipe_size - queued > PIPE_BUF)
-        room = (size_t)(t->pipe_size - queued);
     int n = 0;
     for (int i = 0; i < cnt && n < PACED_IOV_MAX && room > 0; i++) {
         size_t len = iov[i].iov_len < room ? iov[i].iov_len : room;
@@ -101,12 +94,28 @@ static int pipe_cut(const struct transport *t, const struct iovec *iov, int cnt,
     return n;
 }
 
-void transport_pace_pipe(struct transport *t)
+/* The room a pipe has now: what FIONREAD says is not queued; a full pipe,
+ * or one that cannot tell, gets a page, which waits for the reader to take
+ * one. */
+static size_t pipe_room(const struct transport *t)
+{
+    int queued;
+    if (ioctl(t->fd, FIONREAD, &queued) == 0 && queued >= 0 &&
+        t->pipe_size - queued > PIPE_BUF)
+        return (size_t)(t->pipe_size - queued);
+    return PIPE_BUF;
+}
+
+void transport_pace_writes(struct transport *t)
 {
     struct stat st;
-    if (t->fd < 0 || fstat(t->fd, &st) != 0 || !S_ISFIFO(st.st_mode))
-        return;   /* not a pipe, or cannot tell: whole writes, as without -W */
-    int size = fcntl(t->fd, F_GETPIPE_SZ);
+    if (t->fd < 0 || fstat(t->fd, &st) != 0)
+        return;   /* cannot tell: whole writes, as without -W */
+    if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
+        t->write_max = PACED_FILE_WRITE;
+        return;
+    }
+    int size = S_ISFIFO(st.st_mode) ? fcntl(t->fd, F_GETPIPE_SZ) : -1;
     if (size > 0)
         t->pipe_size = size;
 }
@@ -115,8 +124,8 @@ ssize_t transport_fd_writev(struct transport *t, const struct iovec *iov, int cn
                             int timeout_ms, atomic_bool *stop)
 {
     struct iovec cut[PACED_IOV_MAX];
-    if (t->pipe_size > 0) {
-        cnt = pipe_cut(t, iov, cnt, cut);
+    if (t->pipe_size > 0 || t->write_max > 0) {
+        cnt = cut_to(iov, cnt, t->pipe_size > 0 ? pipe_room(t) : t->write_max, cut);
         iov = cut;
     }
     ssize_t w = io_writev(t->fd, iov, cnt, timeout_ms, stop);

@@ -76,9 +76,11 @@ struct transport {
      * being admitted, before it became a transport. */
     _Atomic uint64_t *wire_tx, *wire_rx;
     uint64_t wire_before;
-    /* A pipe whose writes are cut to the room in it (transport_pace_pipe):
-     * its capacity in bytes; 0: each write is handed to the kernel whole. */
+    /* -W (transport_pace_writes): a pipe's capacity, when its writes are
+     * cut to the room in it; the most one write() to a file or block device
+     * takes.  0: each write is handed to the kernel whole. */
     int pipe_size;
+    size_t write_max;
 };
 
 /* Add n bytes to a wire counter, when there is one. */
@@ -123,12 +125,12 @@ ssize_t transport_fd_read(struct transport *t, void *buf, size_t n, int timeout_
                           atomic_bool *stop);
 ssize_t transport_fd_writev(struct transport *t, const struct iovec *iov, int cnt,
                             int timeout_ms, atomic_bool *stop);
-/* -W: when the descriptor is a pipe or FIFO, cut each write to the room the
- * pipe has (a page at least), so that a large block written to a slow
- * reader returns as each part goes in, and its progress shows, instead of
- * blocking in one write() until the reader has taken all of it.  Anything
- * else is left as it is. */
-void transport_pace_pipe(struct transport *t);
+/* -W: cut each write so that its progress shows as it goes, instead of
+ * one write() of a large block blocking until a slow reader or device has
+ * taken all of it: a pipe or FIFO is written at most the room it has (a
+ * page at least), a file or block device 256 KiB at a time.  Anything else
+ * (a socket, a terminal) is left as it is. */
+void transport_pace_writes(struct transport *t);
 int transport_fd_wait(struct transport *t, short events, int timeout_ms, atomic_bool *stop);
 
 /* ---- TCP (transport_tcp.c) ---- */

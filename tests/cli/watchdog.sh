@@ -1,6 +1,7 @@
 #!/bin/bash
 # Purpose: -W, the watchdog, fails only a real stall and blames the right
-# end: a slow pipe that takes a large block a page at a time and a worker
+# end: a slow pipe that takes a large block a page at a time, a slow disk
+# that takes seconds for one large write, and a worker
 # that compresses one large block for seconds are not stalls; a reader that
 # takes nothing is; a FIFO that nobody opens for reading fails the start; a
 # sender that was admitted and then sends nothing is blamed, not the output.
@@ -14,6 +15,13 @@ st=("${PIPESTATUS[@]}")
 [ "${st[0]}" -eq 0 ] || { cat "$TMP/slow.err" >&2; fail "-W 1 -s 4M into a pipe read at 1 MiB/s: exit ${st[0]}, want 0"; }
 [ "${st[1]}" -eq 0 ] || { cat "$TMP/slow2.err" >&2; fail "the slow reader exited ${st[1]}"; }
 same "$TMP/in6" "$TMP/slow.out" "-W 1: a 4 MiB block written into a slow pipe is not a stall"
+
+# ---- slow but moving: a disk that takes 2 MiB a second (the fault shim) ---------
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0"
+WEIR_FAULT=slow_write=2097152 LD_PRELOAD=$FAULTSHIM \
+    "$WEIR" -q -W 1 -s 4M -i "$TMP/in6" >"$TMP/disk.out" 2>"$TMP/disk.err" ||
+    { st=$?; cat "$TMP/disk.err" >&2; fail "-W 1 -s 4M onto a disk of 2 MiB/s: exit $st, want 0"; }
+same "$TMP/in6" "$TMP/disk.out" "-W 1: a 4 MiB block written to a slow file is not a stall"
 
 # ---- a worker busy with one large block ---------------------------------------
 # LZ4HC level 12 takes seconds over 64 MiB of random data on one thread
