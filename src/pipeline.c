@@ -973,7 +973,8 @@ static void keep_sender_informed(struct pipeline *p, double now)
  * receiver's answer after the last byte is not a stall: --timeout bounds a
  * silent receiver, and a consumer is allowed its time to finish.  Nor is a
  * worker's time inside a block (level 12 over -s 64M takes seconds), and a
- * pipe takes a large block in parts that each count (transport_pace_writes). */
+ * pipe or a file takes a large block in parts that each count
+ * (transport_pace_writes). */
 struct watchdog {
     double limit;        /* seconds; 0: off */
     double last_move;    /* when a byte last moved */
