@@ -91,7 +91,8 @@ void options_usage(FILE *out)
 "  --timeout S        fail a connection with no progress for S seconds (600)\n"
 "  --raw              plain bytes on the wire, for nc, socat and mbuffer peers\n"
 "  -W S               watchdog: fail when neither the input nor any output\n"
-"                     moves a byte for S seconds (and a listener nobody joins)\n"
+"                     moves a byte for S seconds (and a listener nobody joins,\n"
+"                     an output FIFO nobody opens)\n"
 "\n"
 "buffer:\n"
 "  -m SIZE|N%         buffer size (default 512M; committed only as used)\n"
@@ -492,11 +493,17 @@ static int parse_progress(struct weir_options *o, const char *arg, struct weir_e
     return 0;
 }
 
-/* --interval only paces --progress; its default is 1 s. */
+/* --interval only paces --progress; its default is 1 s.  Descriptor 1 is
+ * a consumer's standard output: the lines would land in what it writes. */
 static int check_progress(struct weir_options *o, struct weir_error *err)
 {
     if (o->interval > 0 && !o->progress)
         return bad(err, "--interval needs --progress");
+    if (o->progress_to_fd && o->progress_fd == STDOUT_FILENO && o->command &&
+        o->command_consumes)
+        return bad(err, "--progress=json=1: standard output is the consumer's (the command "
+                   "after --): give the lines a descriptor of their own "
+                   "(--progress=json=3 3>FILE) or a file (--progress=json=FILE)");
     if (o->interval <= 0)
         o->interval = 1;
     return 0;

@@ -513,7 +513,8 @@ static int open_output(struct pipeline *p, int i, const struct side_files *side,
         break;
     }
     const char *path = out->spec->kind == WEIR_OUT_FILE ? out->spec->path : NULL;
-    if (transport_open_output(&out->t, path, c->force, c->dsync, c->stdout_closed, err))
+    if (transport_open_output(&out->t, path, c->force, c->dsync, c->stdout_closed, c->watchdog,
+                              err))
         return path ? explain_open_failure(p, i, side, err) : -1;
     snprintf(out->name, sizeof out->name, "%s", out->t.name);
     if (refuse_same(&out->t, &p->in, err) || refuse_side(p, &out->t, side, err))
@@ -976,7 +977,10 @@ static void keep_sender_informed(struct pipeline *p, double now)
  * says which end it blames: a listener nobody joined, an input that sends
  * nothing, or the slowest output.  Waiting for a consumer to exit or for a
  * receiver's answer after the last byte is not a stall: --timeout bounds a
- * silent receiver, and a consumer is allowed its time to finish. */
+ * silent receiver, and a consumer is allowed its time to finish.  Nor is a
+ * worker's time inside a block (level 12 over -s 64M takes seconds), and a
+ * pipe or a file takes a large block in parts that each count
+ * (transport_pace_writes). */
 struct watchdog {
     double limit;        /* seconds; 0: off */
     double last_move;    /* when a byte last moved */
@@ -990,18 +994,18 @@ static void watch(struct pipeline *p, struct watchdog *w, double now)
     struct weir_error e;
     sync_lock(&p->lock);
     uint64_t sum = atomic_load(&p->in_bytes);
-    bool awaiting = atomic_load(&p->stop);
+    bool busy = atomic_load(&p->stop) || p->transforming > 0;
     const struct output *slowest = NULL;
     for (int i = 0; i < p->nout; i++) {
         const struct output *o = &p->out[i];
         sum += o->cur.bytes + o->peer_written;
         /* connecting and greeting have bounds of their own */
-        awaiting |= (o->awaiting || o->state == STATS_OUT_CONNECTING) && !o->dead;
+        busy |= (o->awaiting || o->state == STATS_OUT_CONNECTING) && !o->dead;
         if (!o->dead && o->running && (!slowest || o->cur.bytes < slowest->cur.bytes))
             slowest = o;
     }
-    if (sum != w->last_sum || awaiting || now - w->last_move < w->limit) {
-        if (sum != w->last_sum || awaiting) {
+    if (sum != w->last_sum || busy || now - w->last_move < w->limit) {
+        if (sum != w->last_sum || busy) {
             w->last_sum = sum;
             w->last_move = now;
         }

@@ -137,6 +137,7 @@ struct pipeline {
     struct job *jobs;          /* lock: FIFO of nblocks entries */
     uint64_t job_head, job_tail;
     bool jobs_done;            /* lock: the reader queues no more jobs */
+    int transforming;          /* lock: workers inside a job (-W: busy, not stalled) */
     struct seal_job **sealq;   /* lock: FIFO of records to seal, nout * SEAL_AHEAD */
     uint64_t seal_head, seal_tail;
     int sealing_writers;       /* lock: writers that may still queue records to seal */

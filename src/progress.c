@@ -256,12 +256,12 @@ void progress_abandon(struct progress *pr)
     pr->stopped = true;
 }
 
-/* The line failed: say so once, and write no more. */
-static void give_up(struct progress *pr, const char *what, int err)
+/* The line failed: say so once (what failed, and why), and write no more. */
+static void give_up(struct progress *pr, const char *what, const char *why)
 {
     pr->stopped = true;
     log_msg(pr->log, LOG_WARN, "%s: %s: %s; no more progress lines (the transfer goes on)",
-            pr->name, what, strerror(err));
+            pr->name, what, why);
 }
 
 /* Wait until fd can take a write, at most secs: 1 yes (or it has an error
@@ -282,21 +282,43 @@ static int writable(int fd, double secs)
     }
 }
 
+/* One write() that does not block.  poll() saying that a pipe can take a
+ * write means room for a page, not for a line, and a blocking write() of
+ * more would wait for the reader without bound, with the main thread (and
+ * the signals it takes) behind it.  The descriptor may be shared (standard
+ * error, a terminal, a pipe), so it is non-blocking only for this call, and
+ * the caller holds the log's lock, which every message of weir's takes.
+ * *flags_err: set when its flags could not be set back. */
+static ssize_t write_now(int fd, const void *buf, size_t n, int *flags_err)
+{
+    int flags = fcntl(fd, F_GETFL);
+    bool set = flags >= 0 && !(flags & O_NONBLOCK) &&
+               fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+    ssize_t w = write(fd, buf, n);
+    int e = errno;
+    if (set && fcntl(fd, F_SETFL, flags) != 0)
+        *flags_err = errno;
+    errno = e;
+    return w;
+}
+
+/* Write the line within wait seconds, or skip it. */
 static void emit(struct progress *pr, struct line *l, double wait)
 {
     if (l->overflow || l->len + 1 > l->cap) {
         /* cannot happen within the bounds above; never write half a line */
-        give_up(pr, "write", EMSGSIZE);
+        give_up(pr, "write", strerror(EMSGSIZE));
         return;
     }
     l->p[l->len++] = '\n';
+    double until = clock_now() + wait;
     if (!writable(pr->fd, wait))
         return;   /* skipped: its reader does not read */
     sync_lock(&pr->log->lock);
     size_t done = 0;
-    int failed = 0;
-    while (done < l->len) {
-        ssize_t w = write(pr->fd, l->p + done, l->len - done);
+    int failed = 0, flags_err = 0;
+    while (done < l->len && !flags_err) {
+        ssize_t w = write_now(pr->fd, l->p + done, l->len - done, &flags_err);
         if (w > 0) {
             done += (size_t)w;
             continue;
@@ -304,15 +326,22 @@ static void emit(struct progress *pr, struct line *l, double wait)
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && errno == EAGAIN && done == 0)
-            break;   /* a non-blocking target that filled up since: skipped */
-        if (w < 0 && errno == EAGAIN && writable(pr->fd, wait))
+            break;   /* it filled up since: skipped */
+        if (w < 0 && errno == EAGAIN && writable(pr->fd, until - clock_now()))
             continue;
-        failed = w < 0 && errno != EAGAIN ? errno : EIO;
+        failed = w < 0 && errno != EAGAIN ? errno : ETIMEDOUT;
         break;
     }
     sync_unlock(&pr->log->lock);
-    if (failed)
-        give_up(pr, done ? "write (a line was cut short)" : "write", failed);
+    if (failed == ETIMEDOUT) {
+        char why[96];
+        snprintf(why, sizeof why, "its reader took only part of a line in %g s", wait);
+        give_up(pr, "write", why);
+    } else if (failed) {
+        give_up(pr, done ? "write (a line was cut short)" : "write", strerror(failed));
+    } else if (flags_err) {
+        give_up(pr, "fcntl (setting its flags back)", strerror(flags_err));
+    }
 }
 
 /* ---- the lines ----------------------------------------------------------- */
@@ -425,11 +454,18 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
         s->capacity ? 100.0 * (double)s->held / (double)s->capacity : 0.0);
     uint64_t size;
     double share;
-    if (progress_of(s, &size, &share)) {
+    bool known = progress_of(s, &size, &share);
+    if (known && failed && share >= 1) {
+        /* a failed transfer never claims all of it: what it counted as the
+         * whole may be what it managed (a decode cut short, a corrupt end) */
+        add(l, ",\"size\":%llu,\"percent\":null,\"eta\":null", (unsigned long long)size);
+    } else if (known) {
         add(l, ",\"size\":%llu,\"percent\":%.1f", (unsigned long long)size, 100.0 * share);
-        if (share >= 1)
+        if (failed)
+            add(l, ",\"eta\":null");
+        else if (share >= 1)
             add(l, ",\"eta\":0");
-        else if (share > 0 && s->elapsed > 0 && !failed)
+        else if (share > 0 && s->elapsed > 0)
             add(l, ",\"eta\":%.1f", s->elapsed * (1 - share) / share);
         else
             add(l, ",\"eta\":null");
@@ -452,11 +488,11 @@ void progress_begin(struct progress *pr, const struct stats_snapshot *s)
         /* the engine found it is no input or output: now it may be emptied */
         struct stat st;
         if (fstat(pr->fd, &st) != 0) {
-            give_up(pr, "fstat", errno);
+            give_up(pr, "fstat", strerror(errno));
             return;
         }
         if (S_ISREG(st.st_mode) && ftruncate(pr->fd, 0) != 0) {
-            give_up(pr, "truncate", errno);
+            give_up(pr, "truncate", strerror(errno));
             return;
         }
     }

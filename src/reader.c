@@ -43,6 +43,7 @@ struct reader {
     int sealed_errno;    /* an encrypted record that did not open, or a cut */
     unsigned char *big_in, *big_out;   /* oversize blocks (oversize_block) */
     bool legacy_told;    /* the user was told that legacy LZ4 has no checksums */
+    bool unsummed_told;  /* ... that an LZ4 frame has none */
     /* -z: */
     XXH32_state_t content;   /* the LZ4 frame's content checksum, as read */
     uint64_t pieces;         /* pieces queued: the weir stream's blocks */
@@ -363,11 +364,24 @@ static int sink_block(void *ctx, struct stream_decoder *d, struct stream_block *
     return b->stored ? stored_block(r, d, b, e) : compressed_block(r, d, b, e);
 }
 
+/* A frame without a block checksum and without a content checksum can be
+ * checked only for its structure and that its blocks decode, as legacy data
+ * can: the user hears so once. */
+static void tell_unsummed(struct reader *r, const struct stream_decoder *d)
+{
+    if (d->frame.block_sums || d->frame.content_sum || r->unsummed_told)
+        return;
+    r->unsummed_told = true;
+    log_msg(r->p->log, LOG_WARN, "%s: LZ4 frame at byte %llu has no checksums; it cannot be "
+            "verified", r->p->in.name, (unsigned long long)d->frame.start);
+}
+
 /* A frame to split starts: its content is checked from the next slot on. */
 static int sink_frame_start(void *ctx, struct stream_decoder *d, struct weir_error *e)
 {
     struct pipeline *p = ((struct reader *)ctx)->p;
     (void)e;
+    tell_unsummed(ctx, d);
     sync_lock(&p->lock);
     ring_seal_locked(&p->ring);
     p->content_cur.seq = p->ring.head;
@@ -418,6 +432,7 @@ static int sink_legacy(void *ctx, struct stream_decoder *d, struct weir_error *e
 static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *e)
 {
     struct reader *r = ctx;
+    tell_unsummed(r, d);
     for (;;) {
         unsigned char *dst;
         size_t cap, n;
@@ -535,7 +550,7 @@ void *reader_main(void *arg)
     int rc = p->cfg->input == WEIR_IN_LISTEN ? admit_sender(p, &e) : STEP_OK;
     if (rc == STEP_OK) {
         sync_lock(&p->lock);
-        p->ring.t_start = clock_now();
+        ring_start_locked(&p->ring);
         sync_unlock(&p->lock);
         r.timeout_ms = io_timeout_ms(p, &p->in);
         rc = read_input(&r, &e);

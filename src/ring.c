@@ -271,21 +271,34 @@ void ring_finish_locked(struct ring *r)
 
 /* ---- the cursors --------------------------------------------------------- */
 
-/* Every live output waits for data: the input sets the pace. */
-static void wait_for_data_locked(struct ring *r, struct ring_cursor *c)
+/* Whether the buffer has just run empty: every live output waits for data
+ * while the input is open; the input sets the pace from now on. */
+static bool note_empty_locked(struct ring *r)
 {
-    c->waiting = true;
     int waiting = 0;
     for (int i = 0; i < r->ncursors; i++) {
         const struct ring_cursor *o = r->cursor[i];
         waiting += o->counts && o->live && o->waiting;
     }
-    if (waiting == r->live_outputs && r->t_start > 0 && !r->input_done && r->empty_since < 0) {
-        r->empty_since = clock_now();
-        r->empty_on_workers = r->ready < r->head;   /* waiting for a worker */
-        if (r->start_pct > 0 && r->ready == r->head && r->tail == r->head)
-            r->gate_open = false;   /* -P: fill to the mark again before writing */
-    }
+    if (waiting != r->live_outputs || r->t_start <= 0 || r->input_done || r->empty_since >= 0)
+        return false;
+    r->empty_since = clock_now();
+    r->empty_on_workers = r->ready < r->head;   /* waiting for a worker */
+    return true;
+}
+
+void ring_start_locked(struct ring *r)
+{
+    r->t_start = clock_now();
+    if (r->live_outputs > 0)
+        (void)note_empty_locked(r);
+}
+
+static void wait_for_data_locked(struct ring *r, struct ring_cursor *c)
+{
+    c->waiting = true;
+    if (note_empty_locked(r) && r->start_pct > 0 && r->ready == r->head && r->tail == r->head)
+        r->gate_open = false;   /* -P: fill to the mark again before writing */
     sync_wait(&r->data_cv, r->lock);
     c->waiting = false;
     if (r->empty_since >= 0) {

@@ -149,14 +149,51 @@ static int magic_misses(const unsigned char *b, size_t have)
     return miss;
 }
 
+/* Whether the record with weir's magic at p, of which have bytes are
+ * staged, is weir's header as far as they go: a payload of 16 bytes that
+ * begins "HWEIR", give or take one byte of the five (a flipped byte there is
+ * a corrupt header, as a flipped magic byte is).  To an LZ4 reader any other
+ * frame with that magic is an ordinary skippable frame. */
+static bool weir_header_like(const unsigned char *p, size_t have)
+{
+    if (have >= 8 && codec_get32(p + 4) != CODEC_HEADER_SIZE - 8)
+        return false;
+    static const char tag[5] = {'H', 'W', 'E', 'I', 'R'};
+    int miss = 0;
+    for (size_t i = 8; i < 13 && i < have; i++)
+        miss += p[i] != (unsigned char)tag[i - 8];
+    return miss <= 1;
+}
+
+/* Whether the 24 bytes at p, a skippable frame with weir's magic, are one of
+ * the records inside a weir stream, by its length and its reserved bytes:
+ * a block record, a trailer, an answer or an abort. */
+static bool weir_record_like(const unsigned char *p)
+{
+    uint32_t len = codec_get32(p + 4), msg = codec_get32(p + 12);
+    switch (p[8]) {
+    case 'B':
+        return len == 24 && all_zero(p + 9, 3);
+    case 'T':
+        return len == 32 && all_zero(p + 9, 7);
+    case 'S':
+    case 'A':
+        return msg <= CODEC_STATUS_MAX && len == 32 + msg && all_zero(p + 10, 2);
+    default:
+        return false;
+    }
+}
+
 /* How many bytes sniffing needs before it can decide.  A header one byte off
  * the magic is still a (corrupt) weir stream when "HWEIR" follows, so that
- * a flipped magic byte is reported rather than taken for other data. */
+ * a flipped magic byte is reported rather than taken for other data.  When
+ * LZ4 data is allowed, weir's magic alone is not enough: a skippable frame
+ * may bear it (weir_header_like). */
 static size_t sniff_need(const unsigned char *b, size_t have, bool allow_lz4)
 {
     int miss = magic_misses(b, have);
     if (miss == 0)
-        return 4;
+        return allow_lz4 ? 13 : 4;
     if (miss == 1)
         return 13;
     return allow_lz4 ? 4 : 0;
@@ -177,7 +214,7 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
     const unsigned char *b = d->stage + d->pos;
     size_t have = d->end - d->pos;
     int miss = magic_misses(b, have);
-    if (have >= 4 && miss == 0) {
+    if (have >= 4 && miss == 0 && (!allow_lz4 || weir_header_like(b, have))) {
         /* a weir stream proves itself by a whole, valid header */
         d->kind = STREAM_WEIR;
         return parse_header(d, err);
@@ -564,7 +601,9 @@ static int lz4_frame_header(struct stream_decoder *d, struct weir_error *err)
     if (!(flg & 0x20) || (flg & 0x01)) {
         d->lz4_linked = true;
         d->frame = (struct stream_lz4_frame){.start = d->offset,
-                                             .block_max = codec_bd_size(bd >> 4)};
+                                             .block_max = codec_bd_size(bd >> 4),
+                                             .block_sums = (flg & 0x10) != 0,
+                                             .content_sum = (flg & 0x04) != 0};
         return STREAM_LZ4_LINKED;
     }
     d->frame = (struct stream_lz4_frame){
@@ -606,14 +645,15 @@ static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
         uint32_t len = codec_get32(d->stage + d->pos + 4);
         if (magic == CODEC_WEIR_MAGIC && len >= 16) {
             /* weir's records are skippable frames to lz4, but skipping them
-             * here would decode a weir stream without its checks */
-            if (require(d, 9, "LZ4 data", err))
+             * here would decode a weir stream without its checks; a frame
+             * of anyone else's that bears the magic is skipped */
+            if (require(d, 24, "LZ4 data", err))
                 return -1;
-            unsigned char type = d->stage[d->pos + 8];
-            if (type == 'H')
+            const unsigned char *p = d->stage + d->pos;
+            if (weir_header_like(p, 24))
                 return corrupt(d, err, d->offset,
                                "a weir stream follows LZ4 data (decode them one at a time)");
-            if (type && strchr("BTSA", type))
+            if (weir_record_like(p))
                 return corrupt(d, err, d->offset,
                                "weir stream data without its header inside LZ4 data");
         }

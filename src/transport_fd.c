@@ -8,10 +8,13 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "weir/io.h"
+#include "weir/sync.h"
 
 static ssize_t none_read(struct transport *t, void *buf, size_t n, int timeout_ms,
                          atomic_bool *stop)
@@ -76,9 +79,55 @@ ssize_t transport_fd_read(struct transport *t, void *buf, size_t n, int timeout_
     return r;
 }
 
+#define PACED_IOV_MAX 8            /* a cut write keeps at most this many parts */
+#define PACED_FILE_WRITE (256u << 10)   /* -W: the most one write() to a file takes */
+
+/* The parts of iov that fit in room bytes, into cut. */
+static int cut_to(const struct iovec *iov, int cnt, size_t room, struct iovec *cut)
+{
+    int n = 0;
+    for (int i = 0; i < cnt && n < PACED_IOV_MAX && room > 0; i++) {
+        size_t len = iov[i].iov_len < room ? iov[i].iov_len : room;
+        cut[n++] = (struct iovec){iov[i].iov_base, len};
+        room -= len;
+    }
+    return n;
+}
+
+/* The room a pipe has now: what FIONREAD says is not queued; a full pipe,
+ * or one that cannot tell, gets a page, which waits for the reader to take
+ * one. */
+static size_t pipe_room(const struct transport *t)
+{
+    int queued;
+    if (ioctl(t->fd, FIONREAD, &queued) == 0 && queued >= 0 &&
+        t->pipe_size - queued > PIPE_BUF)
+        return (size_t)(t->pipe_size - queued);
+    return PIPE_BUF;
+}
+
+void transport_pace_writes(struct transport *t)
+{
+    struct stat st;
+    if (t->fd < 0 || fstat(t->fd, &st) != 0)
+        return;   /* cannot tell: whole writes, as without -W */
+    if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
+        t->write_max = PACED_FILE_WRITE;
+        return;
+    }
+    int size = S_ISFIFO(st.st_mode) ? fcntl(t->fd, F_GETPIPE_SZ) : -1;
+    if (size > 0)
+        t->pipe_size = size;
+}
+
 ssize_t transport_fd_writev(struct transport *t, const struct iovec *iov, int cnt,
                             int timeout_ms, atomic_bool *stop)
 {
+    struct iovec cut[PACED_IOV_MAX];
+    if (t->pipe_size > 0 || t->write_max > 0) {
+        cnt = cut_to(iov, cnt, t->pipe_size > 0 ? pipe_room(t) : t->write_max, cut);
+        iov = cut;
+    }
     ssize_t w = io_writev(t->fd, iov, cnt, timeout_ms, stop);
     transport_count(t->wire_tx, w);
     return w;
@@ -206,8 +255,41 @@ int transport_open_input(struct transport *t, const char *path, bool closed,
     return 0;
 }
 
+/* -W: a FIFO that no reader opens within secs fails the start instead of
+ * blocking it for ever.  Opened without blocking, a FIFO fails with ENXIO
+ * until it has a reader, so the open is tried again every few milliseconds;
+ * then the descriptor blocks as any other.  A signal ends the wait (EINTR,
+ * which weir_create reports). */
+static int open_fifo_waiting(struct transport *t, int flags, double secs,
+                             struct weir_error *err)
+{
+    double until = clock_now() + secs;
+    for (;;) {
+        int fd = open(t->path, flags | O_NONBLOCK);
+        if (fd >= 0) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+                int e = errno;
+                close(fd);
+                return error_sys(err, WEIR_EXIT_OUTPUT, e, "%s: fcntl", t->name);
+            }
+            t->fd = fd;
+            return 0;
+        }
+        if (errno != ENXIO)
+            return error_sys(err, WEIR_EXIT_OUTPUT, errno, "%s: open", t->name);
+        if (clock_now() >= until)
+            return error_set(err, WEIR_EXIT_OUTPUT,
+                             "watchdog (-W %g): %s: no reader opened the FIFO for %g s", secs,
+                             t->name, secs);
+        struct timespec pause = {.tv_nsec = 20 * 1000000L};
+        if (nanosleep(&pause, NULL) != 0)
+            return error_sys(err, WEIR_EXIT_OUTPUT, errno, "%s: open", t->name);
+    }
+}
+
 int transport_open_output(struct transport *t, const char *path, bool force, bool dsync,
-                          bool closed, struct weir_error *err)
+                          bool closed, double reader_wait, struct weir_error *err)
 {
     transport_none(t);
     fd_transport(t, WEIR_EXIT_OUTPUT);
@@ -224,12 +306,20 @@ int transport_open_output(struct transport *t, const char *path, bool force, boo
     snprintf(t->name, sizeof t->name, "output %s", path);
     t->path = path;
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && !force)
+    bool exists = stat(path, &st) == 0;
+    if (exists && S_ISREG(st.st_mode) && !force)
         return error_set(err, WEIR_EXIT_OUTPUT,
                          "%s: file exists (use -f to overwrite it)", t->name);
+    int sync_flag = dsync ? O_DSYNC : 0;
+    if (exists && S_ISFIFO(st.st_mode) && reader_wait > 0) {
+        if (open_fifo_waiting(t, O_WRONLY | O_CLOEXEC | sync_flag, reader_wait, err))
+            return -1;
+        t->owned = true;
+        transport_classify(t);
+        return 0;
+    }
     /* O_EXCL: no race between the check above and the open; then only a
      * file that did not exist is one weir created */
-    int sync_flag = dsync ? O_DSYNC : 0;
     t->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | sync_flag, 0666);
     if (t->fd >= 0) {
         t->created = true;

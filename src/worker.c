@@ -107,6 +107,7 @@ static int worker_take(struct pipeline *p, struct job *j, uint32_t *out, struct 
             pipeline_fail(p, &e);
             return false;
         }
+        p->transforming++;
     }
     sync_unlock(&p->lock);
     return ok ? 1 : 0;
@@ -116,6 +117,7 @@ static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out,
                           uint64_t raw)
 {
     sync_lock(&p->lock);
+    p->transforming--;
     ring_return_block_locked(&p->ring, j->src);
     p->ring.staging_bytes -= j->len;
     if (!p->encode)
@@ -156,6 +158,9 @@ void *worker_main(void *arg)
         long n = codec_decode_block(src, j.len, j.blk.stored, dst, cap);
         struct weir_error e;
         if (stream_verify_block(&j.blk, src, dst, n, p->in.name, &e)) {
+            sync_lock(&p->lock);
+            p->transforming--;
+            sync_unlock(&p->lock);
             pipeline_fail(p, &e);
             break;
         }

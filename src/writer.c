@@ -568,6 +568,8 @@ static int writer_open(struct output *o, struct weir_error *e)
         transport_tcp(&o->t, fd, o->name);
         o->t.wire_tx = &o->net;   /* what it sends, at the socket, for snapshots */
     }
+    if (c->watchdog > 0)
+        transport_pace_writes(&o->t);   /* -W sees a slow pipe or disk take a block */
     uint32_t block_max = p->encode ? p->piece_max : p->wire_block_max;
     session_out_init(&o->session, &o->t, greet, greet && !p->encode,
                      p->encode && o->form == CODEC_FORM_WEIR, block_max);

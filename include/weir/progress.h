@@ -24,9 +24,12 @@
  * write is finished), under the log's lock so that no message from another
  * thread lands inside it.  A target that cannot take a line (a pipe whose
  * reader stalls) is waited for at most PROGRESS_WAIT seconds (the end line:
- * PROGRESS_WAIT_END), and the line is skipped if it still cannot.  A write
- * that fails (EPIPE, EBADF, ENOSPC...) is reported once, as a warning, and
- * ends the progress: it never fails or stops the transfer.
+ * PROGRESS_WAIT_END), and the line is skipped if it still cannot; the writes
+ * never block (the descriptor is non-blocking for each write() only), so
+ * the main thread is never held longer, also by a pipe that takes part of a
+ * line.  A write that fails (EPIPE, EBADF, ENOSPC, a line taken only in
+ * part within the bound) is reported once, as a warning, and ends the
+ * progress: it never fails or stops the transfer.
  */
 #ifndef WEIR_PROGRESS_H
 #define WEIR_PROGRESS_H

@@ -134,6 +134,10 @@ void ring_present_locked(struct ring *r, uint64_t seq, uint32_t block, size_t le
                          uint64_t raw_len);
 /* Wait until every slot created so far is present; false when stopping. */
 bool ring_wait_settled_locked(struct ring *r);
+/* The input is open: time counts from now, and outputs that already wait
+ * for data (they start before a listener admits its sender) now wait on
+ * the input, as they would had they begun to wait after it opened. */
+void ring_start_locked(struct ring *r);
 /* The input ended (or failed): seal, and let the cursors drain. */
 void ring_finish_locked(struct ring *r);
 

@@ -78,6 +78,7 @@ struct stream_lz4_frame {
     uint32_t block_max;
     bool block_sums;      /* each block carries an XXH32 checksum */
     bool content_sum;     /* the frame ends with an XXH32 of its content */
+                          /* (both are set for a frame of linked blocks too) */
     bool has_size;        /* the header gives the content size */
     uint64_t size;
     uint32_t sum;         /* after STREAM_LZ4_FRAME_END: the content checksum */

@@ -76,6 +76,11 @@ struct transport {
      * being admitted, before it became a transport. */
     _Atomic uint64_t *wire_tx, *wire_rx;
     uint64_t wire_before;
+    /* -W (transport_pace_writes): a pipe's capacity, when its writes are
+     * cut to the room in it; the most one write() to a file or block device
+     * takes.  0: each write is handed to the kernel whole. */
+    int pipe_size;
+    size_t write_max;
 };
 
 /* Add n bytes to a wire counter, when there is one. */
@@ -96,9 +101,11 @@ int transport_open_input(struct transport *t, const char *path, bool closed,
 /* path NULL or "-": standard output.  dsync: a named file is opened O_DSYNC
  * (every write reaches stable storage before it returns).  An existing regular file is refused
  * unless force; it is not truncated until transport_truncate(), so that a
- * start that fails later leaves it untouched. */
+ * start that fails later leaves it untouched.  reader_wait (-W, seconds; 0:
+ * for ever): how long a FIFO may wait for its reader to open it, after which
+ * it fails as the watchdog would. */
 int transport_open_output(struct transport *t, const char *path, bool force, bool dsync,
-                          bool closed, struct weir_error *err);
+                          bool closed, double reader_wait, struct weir_error *err);
 int transport_truncate(struct transport *t, struct weir_error *err);
 /* One file: writing one destroys the other.  Character devices and sockets
  * never are. */
@@ -118,6 +125,12 @@ ssize_t transport_fd_read(struct transport *t, void *buf, size_t n, int timeout_
                           atomic_bool *stop);
 ssize_t transport_fd_writev(struct transport *t, const struct iovec *iov, int cnt,
                             int timeout_ms, atomic_bool *stop);
+/* -W: cut each write so that its progress shows as it goes, instead of
+ * one write() of a large block blocking until a slow reader or device has
+ * taken all of it: a pipe or FIFO is written at most the room it has (a
+ * page at least), a file or block device 256 KiB at a time.  Anything else
+ * (a socket, a terminal) is left as it is. */
+void transport_pace_writes(struct transport *t);
 int transport_fd_wait(struct transport *t, short events, int timeout_ms, atomic_bool *stop);
 
 /* ---- TCP (transport_tcp.c) ---- */

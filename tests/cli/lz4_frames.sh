@@ -7,7 +7,9 @@
 # of a regular-file input.  weir -d names every fault in such a frame (a flipped
 # block, block checksum or content checksum, a cut, a false content size) with
 # exit 6, reads legacy LZ4 (lz4 -l) alone, concatenated and among frames, and
-# reads what lz4 writes.
+# reads what lz4 writes; a frame without any checksum is said to be
+# unverifiable, and a skippable frame with weir's own magic that is not weir's
+# header or record is skipped like any other.
 . "$(dirname "$0")/lib.sh"
 command -v lz4 >/dev/null || fail "lz4 is not installed (scripts/deps.sh installs it)"
 PY=
@@ -220,4 +222,43 @@ for opts in "-B4 --content-size" "-B7 --content-size" "-BD" "-B4 -BD -BX" "-B5 -
     "$WEIR" -q -d -T2 -i "$TMP/x.lz4" -f -o "$TMP/out" || fail "weir -d of lz4 $opts: exit $?"
     same "$TMP/in" "$TMP/out" "weir -d reads lz4 $opts"
 done
+
+# ---- frames that carry no checksum at all ---------------------------------------
+for opts in "--no-frame-crc" "--no-frame-crc -BD"; do
+    # shellcheck disable=SC2086
+    lz4 -q $opts -c "$TMP/in" >"$TMP/x.lz4" || fail "lz4 $opts"
+    cat "$TMP/x.lz4" "$TMP/x.lz4" >"$TMP/xx.lz4"
+    "$WEIR" -d -T2 -i "$TMP/xx.lz4" -f -o "$TMP/out" 2>"$TMP/err" ||
+        { st=$?; cat "$TMP/err"; fail "weir -d of lz4 $opts: exit $st"; }
+    cat "$TMP/in" "$TMP/in" >"$TMP/want"
+    same "$TMP/want" "$TMP/out" "weir -d reads two frames of lz4 $opts"
+    has_msg "$TMP/err" "input $TMP/xx.lz4: LZ4 frame at byte 0 has no checksums; it cannot be verified" \
+        "lz4 $opts: a frame without checksums is said to be unverifiable"
+    [ "$(grep -c "cannot be verified" "$TMP/err")" -eq 1 ] || { cat "$TMP/err"; fail "lz4 $opts: said more than once"; }
+    ok "lz4 $opts: the warning comes once"
+    "$WEIR" -q -d -i "$TMP/xx.lz4" -f -o "$TMP/out" 2>"$TMP/err" || fail "weir -q -d of lz4 $opts"
+    [ ! -s "$TMP/err" ] || { cat "$TMP/err"; fail "-q still warned"; }
+    ok "lz4 $opts: -q keeps the warning quiet"
+done
+for opts in "" "--no-frame-crc -BX" "-BD"; do
+    # shellcheck disable=SC2086
+    lz4 -q $opts -c "$TMP/in" >"$TMP/x.lz4" || fail "lz4 $opts"
+    "$WEIR" -d -i "$TMP/x.lz4" -f -o "$TMP/out" 2>"$TMP/err" || fail "weir -d of lz4 $opts: exit $?"
+    grep -q "cannot be verified" "$TMP/err" && { cat "$TMP/err"; fail "lz4 $opts has checksums, yet weir warned"; }
+    ok "lz4 ${opts:-(defaults)}: checksums, no warning"
+done
+
+# ---- skippable frames that happen to bear weir's magic (0x184D2A57) -------------
+lz4 -q -c "$TMP/b" >"$TMP/b.lz4"
+{ printf '\x57\x2a\x4d\x18\x05\x00\x00\x00hello'; cat "$TMP/b.lz4"; } >"$TMP/s1.lz4"
+"$WEIR" -q -d -i "$TMP/s1.lz4" -f -o "$TMP/out" 2>"$TMP/err" || { st=$?; cat "$TMP/err"; fail "a skippable frame of 5 bytes with weir's magic first: exit $st"; }
+same "$TMP/b" "$TMP/out" "weir -d skips a first skippable frame with weir's magic"
+{ printf '\x57\x2a\x4d\x18\x10\x00\x00\x00Hello, weir user'; cat "$TMP/b.lz4"
+  printf '\x57\x2a\x4d\x18\x18\x00\x00\x00Backup of tank/fs @ 2026'; cat "$TMP/b.lz4"
+  printf '\x57\x2a\x4d\x18\x00\x00\x00\x00'; } >"$TMP/s2.lz4"
+cat "$TMP/b" "$TMP/b" >"$TMP/want"
+"$WEIR" -q -d -i "$TMP/s2.lz4" -f -o "$TMP/out" 2>"$TMP/err" || { st=$?; cat "$TMP/err"; fail "skippable frames of 16, 24 and 0 bytes with weir's magic: exit $st"; }
+same "$TMP/want" "$TMP/out" "weir -d skips weir-magic frames of 16 ('H...'), 24 ('B...') and 0 bytes"
+lz4 -q -d -c "$TMP/s2.lz4" >"$TMP/out" || fail "lz4 -d of the same file"
+same "$TMP/want" "$TMP/out" "lz4 -d reads the same file alike"
 done_testing

@@ -173,6 +173,29 @@ expect 3 "an input that cannot be opened" bash -c \
 jcheck "a start that fails" f4.jsonl 3 plain 'len(lines) == 2' \
     '"input missing: open: No such file or directory" == end["message"]'
 
+# a failed decode claims neither 100% nor an ETA: one whose content
+# checksum is wrong (all its blocks were decoded and written), one cut short
+cp out.lz4 badsum.lz4
+len=$(stat -c %s badsum.lz4)
+byte=$(od -An -tu1 -j $((len - 1)) -N 1 badsum.lz4)
+printf "$(printf '\\%03o' $(( (byte ^ 1) & 255 )))" |
+    dd of=badsum.lz4 bs=1 seek=$((len - 1)) conv=notrunc status=none
+expect 6 "-d of a file whose content checksum is wrong" bash -c \
+    '"$0" -q -d -i "$1" -o /dev/null --progress=json=3 3>"$2"' "$WEIR" badsum.lz4 f5.jsonl
+jcheck "a decode that fails at the end" f5.jsonl 6 plain \
+    '"content checksum mismatch" in end["message"]' \
+    'end["percent"] is None or end["percent"] < 100' 'end["eta"] is None' \
+    'end["size"] == end["in"]'
+head -c $((len / 2)) out.lz4 >cut.lz4
+expect 6 "-d of a file cut in half" bash -c \
+    '"$0" -q -d -i "$1" -o /dev/null --progress=json=3 3>"$2"' "$WEIR" cut.lz4 f6.jsonl
+jcheck "a decode of a cut file" f6.jsonl 6 plain '"truncated LZ4 data" in end["message"]' \
+    'end["percent"] is None or end["percent"] < 100' 'end["eta"] is None'
+expect 4 "-o /dev/full of a file" bash -c \
+    '"$0" -q -i "$1" -o /dev/full --progress=json=3 3>"$2"' "$WEIR" in f7.jsonl
+jcheck "an output that fails at once" f7.jsonl 4 plain 'end["percent"] == 0' \
+    'end["eta"] is None'
+
 # a TCP transfer: the sender connects, the receiver waits; both count the
 # same bytes on the wire
 listen "$TMP/rx.out" "$TMP/rx.err" -q --progress=json="$TMP/rx.jsonl" --interval 0.2
@@ -245,6 +268,52 @@ os.execv(sys.argv[1], [sys.argv[1], "-i", "in", "-o", "out", "-f", "--progress=j
 ' "$WEIR"
 same in out "EPIPE on the target: the copy is whole"
 has_msg "$TMP/err" "progress descriptor 3: write: Broken pipe" "EPIPE on the target is said"
+
+# a target that takes part of a line and no more (a pipe of one page that
+# nobody reads, and lines of more than a page): the line is given up within
+# the bound, and SIGTERM is handled at once
+mkfifo stalled in.fifo
+exec 7<>stalled 8<>in.fifo   # a reader that never reads; an input that never ends
+"$PY" -c '
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_NONBLOCK)
+fcntl.fcntl(fd, 1031, 4096)   # F_SETPIPE_SZ: one page
+' stalled || fail "cannot shrink the pipe"
+long=/dev$(printf '/.%.0s' $(seq 140))/null   # /dev/./././.../null, 288 bytes
+outs=()
+for i in $(seq 16); do outs+=(-o "$long"); done
+"$WEIR" -i in.fifo "${outs[@]}" --progress=json=3 --interval 0.05 3>stalled 2>stall.err &
+pid=$!
+PIDS+=("$pid")
+"$PY" - stalled <<'PYEOF' || fail "the progress target never filled"
+import fcntl, os, struct, sys, termios, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_NONBLOCK)
+end = time.time() + 10
+while time.time() < end:
+    queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    if queued >= 4096:
+        sys.exit(0)
+    time.sleep(0.02)
+sys.exit("the pipe holds %d bytes" % queued)
+PYEOF
+kill -TERM "$pid"
+wait_bounded "$pid" 5
+exec 7<&- 8<&-
+[ "$STATUS" -eq 143 ] || { cat stall.err; fail "SIGTERM with a stalled progress target: exit $STATUS"; }
+ok "SIGTERM is handled while the progress target takes nothing"
+has_msg stall.err "progress descriptor 3: write: its reader took only part of a line in 1 s" \
+    "a line cut short is said"
+[ "$(grep -c 'progress descriptor 3' stall.err)" -eq 1 ] || { cat stall.err; fail "said more than once"; }
+ok "a stalled target is said once"
+
+# descriptor 1 is the consumer's standard output: refused
+expect 2 "--progress=json=1 with a consumer" bash -c \
+    '"$0" -i "$1" --progress=json=1 -- cat >/dev/null' "$WEIR" in
+has_msg "$TMP/err" "--progress=json=1: standard output is the consumer's" "says why"
+expect 0 "--progress=json=1 with a producer" bash -c \
+    '"$0" -q -o "$1" -f --progress=json=1 -- cat "$2" >"$3"' "$WEIR" out in p7.jsonl
+same in out "a producer's data is whole beside --progress=json=1"
+jcheck "json=1 beside a producer" p7.jsonl 0
 
 # names are escaped: a quote, a newline, a control character, bytes that
 # are not UTF-8, and UTF-8 as it is

@@ -10,6 +10,9 @@
  *                       EINTR without doing anything
  *   short_write=M       write()/writev() move at most M bytes per call (the
  *                       real call, with a smaller count)
+ *   slow_write=BPS      write()/writev() on fd 1 first sleep as long as their
+ *                       bytes take at BPS bytes a second (a slow disk: one
+ *                       call of a large block takes seconds)
  *   mmap_enomem=BYTES   mmap() of BYTES or more fails with ENOMEM
  *   fdatasync_eio=1     fdatasync() fails with EIO (a writeback error)
  *   fsync_eio=1         fsync() fails with EIO (weir fsyncs only directories)
@@ -30,6 +33,7 @@
 #include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 static atomic_ullong counter;
@@ -115,6 +119,19 @@ static size_t limit_write(int fd, size_t n, int *fail)
     return n;
 }
 
+/* slow_write: the time n bytes take on a slow device, slept before the call
+ * (a signal cuts it short, as it would a real wait) */
+static void slow_down(int fd, size_t n)
+{
+    unsigned long long bps = fd == 1 ? fault_num("slow_write") : 0;
+    if (!bps)
+        return;
+    double secs = (double)n / (double)bps;
+    struct timespec ts = {.tv_sec = (time_t)secs,
+                          .tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9)};
+    (void)nanosleep(&ts, NULL);
+}
+
 ssize_t write(int fd, const void *buf, size_t n)
 {
     REAL(write);
@@ -128,6 +145,7 @@ ssize_t write(int fd, const void *buf, size_t n)
         errno = ENOSPC;
         return -1;
     }
+    slow_down(fd, allowed);
     ssize_t r = real_write(fd, buf, allowed);
     if (fd == 1 && r > 0)
         atomic_fetch_add(&moved, (unsigned long long)r);
@@ -159,6 +177,10 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
         allowed -= cut[n].iov_len;
         n++;
     }
+    size_t moving = 0;
+    for (int i = 0; i < n; i++)
+        moving += cut[i].iov_len;
+    slow_down(fd, moving);
     ssize_t r = real_writev(fd, cut, n);
     if (fd == 1 && r > 0)
         atomic_fetch_add(&moved, (unsigned long long)r);
