@@ -33,6 +33,7 @@ struct pending {
     bool plain;                /* admitted as plain bytes (plain_too) */
     bool unmarked;             /* plain_too: its SYN had no weir mark, so it is never
                                   greeted and what it sends is plain bytes */
+    bool trusted;              /* the ssh channel: its sender has no key, and needs none */
     uint64_t received;         /* every byte read from it, the handshake's too */
     struct tls_handshake *tls;
     struct seal_session keys;
@@ -171,11 +172,11 @@ static struct pending *make_room(struct admission *a, const struct sockaddr_stor
     return NULL;   /* not reached: a slot was just freed */
 }
 
-static int greet(struct admission *a, int fd)
+static int greet(struct admission *a, int fd, bool trusted)
 {
     unsigned char greeting[CODEC_GREETING_SIZE];
     codec_greeting(greeting, CODEC_ROLE_RECEIVER,
-                   CODEC_FEATURES | (a->cfg->tls ? CODEC_FEATURE_KEY : 0));
+                   CODEC_FEATURES | (a->cfg->tls && !trusted ? CODEC_FEATURE_KEY : 0));
     if (send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) ==
         (ssize_t)sizeof greeting)
         return 0;
@@ -222,7 +223,7 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
          * its close a reset (tcp.h) */
         bool unmarked = a->cfg->plain_too && !tcp_syn_marked(fd);
         if (tcp_tune(fd, a->cfg->io_timeout) != 0 ||
-            (!a->cfg->raw && !unmarked && greet(a, fd) != 0)) {
+            (!a->cfg->raw && !unmarked && greet(a, fd, false) != 0)) {
             refusal(a, "dropped connection from %s: %s", peer, strerror(errno));
             close(fd);
             continue;
@@ -260,6 +261,14 @@ static int judge_keys(struct admission *a, struct pending *c, const struct codec
                       struct weir_error *err)
 {
     bool theirs = r->features & CODEC_FEATURE_KEY;
+    if (c->trusted) {
+        if (!theirs) {
+            c->state = AWAIT_HEADER;
+            return 0;
+        }
+        drop(a, c, "refused connection from %s: %s", "a sender with a key on the ssh channel");
+        return -1;
+    }
     if (a->cfg->tls && !theirs) {
         drop(a, c, "refused connection from %s: %s", "a sender without a key: this receiver "
              "takes only encrypted connections (give the sender --key-file)");
@@ -579,10 +588,33 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
         a->conn[i].fd = -1;
     double give_up = cfg->accept_timeout > 0 ? clock_now() + cfg->accept_timeout : 0;
     int rc = -1;
+    if (cfg->channel_fd >= 0) {
+        struct pending *c = &a->conn[0];
+        double now = clock_now();
+        *c = (struct pending){.fd = cfg->channel_fd, .since = now, .trusted = cfg->channel_trusted,
+                              .deadline = now + cfg->handshake_timeout};
+        snprintf(c->peer, sizeof c->peer, "%s", cfg->channel_name ? cfg->channel_name
+                                                                  : "the channel");
+        a->count++;
+        if (greet(a, c->fd, c->trusted) != 0) {
+            error_sys(err, WEIR_EXIT_NETWORK, errno, "%s", c->peer);
+            drop(a, c, NULL, NULL);
+            if (l->fd < 0) {
+                free(a);
+                return -1;
+            }
+        }
+    }
     for (;;) {
         if (atomic_load(stop)) {
             errno = ECANCELED;
             error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "listen %s", l->addr);
+            break;
+        }
+        if (l->fd < 0 && a->count == 0) {
+            /* only the given connection was to be heard, and it is gone */
+            error_set(err, WEIR_EXIT_NETWORK, "%s: no weir sender proved itself on it",
+                      l->addr);
             break;
         }
         double now = clock_now();

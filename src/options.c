@@ -28,6 +28,7 @@ enum long_only {
     OPT_PROGRESS, OPT_INTERVAL,
     /* the other end over ssh */
     OPT_SSH, OPT_RSH, OPT_REMOTE_WEIR, OPT_REMOTE, OPT_PULL, OPT_REMOTE_OPTS, OPT_SSH_SERVER,
+    OPT_SSH_TUNNEL, OPT_SSH_DIRECT, OPT_CONNECT_BACK,
 };
 
 static const struct option long_opts[] = {
@@ -67,6 +68,9 @@ static const struct option long_opts[] = {
     {"pull", no_argument, NULL, OPT_PULL},
     {"remote-opts", required_argument, NULL, OPT_REMOTE_OPTS},
     {"ssh-server", no_argument, NULL, OPT_SSH_SERVER},
+    {"ssh-tunnel", no_argument, NULL, OPT_SSH_TUNNEL},
+    {"ssh-direct", no_argument, NULL, OPT_SSH_DIRECT},
+    {"connect-back", no_argument, NULL, OPT_CONNECT_BACK},
     {NULL, 0, NULL, 0},
 };
 
@@ -122,6 +126,9 @@ void options_usage(FILE *out)
 "  --rsh CMD          the ssh command (default ssh; e.g. 'ssh -p 2222')\n"
 "  --remote-weir PATH the weir on HOST (default: weir on its PATH)\n"
 "  --remote-opts OPTS more options for the remote weir (split at spaces)\n"
+"  --ssh-tunnel       the data goes through the ssh connection (ssh encrypts)\n"
+"  --ssh-direct       never through ssh: fail if no direct connection is made\n"
+"  --connect-back     this weir listens and the remote one connects (NAT)\n"
 "\n"
 "compression and the weir stream:\n"
 "  -z, --compress[=LEVEL]  LZ4-compress what is sent (LEVEL > 2 uses LZ4HC)\n"
@@ -352,9 +359,10 @@ static int check_ssh(const struct weir_options *o, struct weir_error *err)
                           o->command || o->key_file))
         return bad(err, "--ssh-server is how weir --ssh starts the other end: give it alone");
     if (!o->ssh_host) {
-        if (o->remote_cmd || o->pull || o->rsh || o->remote_weir || o->remote_opts)
-            return bad(err, "--remote, --pull, --rsh, --remote-weir and --remote-opts need "
-                       "--ssh HOST");
+        if (o->remote_cmd || o->pull || o->rsh || o->remote_weir || o->remote_opts ||
+            o->ssh_path != SSH_PATH_AUTO || o->connect_back)
+            return bad(err, "--remote, --pull, --rsh, --remote-weir, --remote-opts, "
+                       "--ssh-tunnel, --ssh-direct and --connect-back need --ssh HOST");
         return 0;
     }
     if (!o->remote_cmd)
@@ -371,6 +379,9 @@ static int check_ssh(const struct weir_options *o, struct weir_error *err)
         return bad(err, "--pull: the input is the remote command; -i names another");
     if (o->decode)
         return bad(err, "-d with --ssh: the stream between the two weirs is decoded anyway");
+    if (o->connect_back && o->ssh_path == SSH_PATH_TUNNEL)
+        return bad(err, "--connect-back and --ssh-tunnel contradict each other: the tunnel "
+                   "makes no connection");
     if (o->hash)
         return bad(err, "-H/--hash with --ssh: not supported yet (take the digest with "
                    "--remote-opts on the receiving end)");
@@ -687,6 +698,14 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         return 0;
     case OPT_REMOTE_OPTS: o->remote_opts = arg; return 0;
     case OPT_SSH_SERVER: o->ssh_server = true; return 0;
+    case OPT_SSH_TUNNEL: case OPT_SSH_DIRECT: {
+        int path = c == OPT_SSH_TUNNEL ? SSH_PATH_TUNNEL : SSH_PATH_DIRECT;
+        if (o->ssh_path != SSH_PATH_AUTO && o->ssh_path != path)
+            return bad(err, "--ssh-tunnel and --ssh-direct contradict each other");
+        o->ssh_path = path;
+        return 0;
+    }
+    case OPT_CONNECT_BACK: o->connect_back = true; return 0;
     case OPT_INTERVAL:
         if (parse_secs("--interval", arg, &o->interval, err))
             return -1;

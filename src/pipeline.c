@@ -424,6 +424,13 @@ static int open_input(struct pipeline *p, struct weir_error *err)
     const struct weir_config *c = p->cfg;
     switch (c->input) {
     case WEIR_IN_LISTEN:
+        if (!c->tcp.listen_port[0]) {   /* only the connection given (channel_fd) */
+            memset(&p->listener, 0, sizeof p->listener);
+            p->listener.fd = -1;
+            snprintf(p->listener.addr, sizeof p->listener.addr, "%s",
+                     c->channel_name ? c->channel_name : "channel");
+            return 0;
+        }
         return tcp_listen(&c->tcp, &p->listener, err);
     case WEIR_IN_COMMAND: {
         int fd;
@@ -454,10 +461,14 @@ static void setup_output(struct pipeline *p, struct output *out, const struct we
     atomic_init(&out->net, 0);
     /* the name its writer gives the connection; the others take their
      * transport's once it is open */
-    if (spec->kind == WEIR_OUT_TCP)
+    transport_none(&out->t);
+    if (spec->kind == WEIR_OUT_TCP && spec->connected) {
+        snprintf(out->name, sizeof out->name, "output %s", spec->host);
+        transport_tcp(&out->t, spec->fd, out->name);   /* owned from here on */
+    } else if (spec->kind == WEIR_OUT_TCP) {
         snprintf(out->name, sizeof out->name, strchr(spec->host, ':') ? "output [%s]:%s"
                  : "output %s:%s", spec->host, spec->port);
-    transport_none(&out->t);
+    }
     ratelimit_init(&out->rl, p->cfg->write_rate);
     atomic_init(&out->halt, false);
     ring_add_cursor(&p->ring, &out->cur, &out->halt, true);
@@ -568,6 +579,7 @@ void weir_config_defaults(struct weir_config *c)
     c->tcp.connect_timeout = 30;
     c->tcp.io_timeout = 600;
     c->progress_fd = -1;
+    c->channel_fd = -1;
 }
 
 /* --key-file: the keys, and the handshakes' contexts for each side. */
@@ -631,7 +643,7 @@ static int create(struct pipeline *p, struct weir_error *err)
         undo_start(p);
         return -1;
     }
-    if (c->input == WEIR_IN_LISTEN) {
+    if (c->input == WEIR_IN_LISTEN && p->listener.fd >= 0) {
         /* with port 0 the caller cannot know the port otherwise: say it even with -q */
         log_msg(p->log, strcmp(c->tcp.listen_port, "0") == 0 && !c->port_told ? LOG_NOTICE
                                                                                : LOG_INFO,
@@ -708,6 +720,7 @@ int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_e
     ring_add_cursor(&p->ring, &p->content_cur, NULL, false);
     transport_none(&p->in);
     p->listener.fd = -1;
+    p->channel_fd = c->channel_fd;   /* owned from here on */
     p->encode = c->compress;
     p->may_decode = c->decode || (c->input == WEIR_IN_LISTEN && !c->tcp.raw);
     ratelimit_init(&p->read_rl, c->read_rate);
@@ -733,6 +746,8 @@ void weir_destroy(struct weir_engine *e)
     struct weir_error ignored;
     atomic_bool stopping = true;   /* a child still there is stopped, not awaited */
     tcp_listener_close(&p->listener);
+    if (p->channel_fd >= 0)
+        close(p->channel_fd);
     transport_close(&p->in, false, &stopping, &ignored);
     if (p->has_producer)
         child_release(&p->producer);

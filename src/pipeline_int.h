@@ -176,6 +176,7 @@ struct pipeline {
     bool input_closed;         /* lock: the reader closed the input */
     struct session_in back;    /* main: keepalives and the answer */
     struct tcp_listener listener;
+    int channel_fd;            /* weir.h: a connection given, until the reader admits it */
     pthread_t reader;
     bool reader_started;
     bool reader_running;       /* lock */

@@ -503,10 +503,14 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
                                   .accept_timeout = s->accept_timeout,
                                   .io_timeout = s->io_timeout,
                                   .handshake_timeout = LISTENER_HANDSHAKE_SECS,
-                                  .tls = p->tls_server, .epoch_records = p->cfg->epoch_records};
+                                  .tls = p->tls_server, .epoch_records = p->cfg->epoch_records,
+                                  .channel_fd = p->channel_fd,
+                                  .channel_trusted = p->cfg->channel_trusted,
+                                  .channel_name = p->cfg->channel_name};
     if (s->io_timeout > 0 && s->io_timeout < cfg.handshake_timeout)
         cfg.handshake_timeout = s->io_timeout;
     struct transport t;
+    p->channel_fd = -1;   /* the admission's now: it closes it, or it becomes the input */
     if (listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead,
                        &p->in_plain, e))
         return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;

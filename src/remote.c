@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 
 #include "weir/keyfile.h"
 #include "weir/sync.h"
+#include "weir/tcp.h"
 
 #ifndef WEIR_VERSION
 #define WEIR_VERSION "0.0.0"
@@ -30,6 +32,8 @@
 #define REMOTE_START_SECS 120.0   /* for ssh to log in and the remote weir to answer */
 #define REQUEST_SECS 30.0         /* for the request, once the remote weir runs */
 #define REMOTE_SETTLE_MS 3000     /* for the engine to learn why the remote end failed */
+#define DIRECT_SECS 5.0           /* to make the direct connection, before the tunnel */
+#define RELAY_CHUNK (256 << 10)
 
 struct remote {
     bool server;
@@ -54,8 +58,21 @@ struct remote {
     bool ready;                      /* lock: the remote weir answered */
     char addr[80], port[16];         /* push: where the remote weir listens */
     char remote_version[32];
+    struct tcp_listener back;        /* --connect-back: where the remote weir connects */
+    /* both: the data's connection, for the engine (-1 once it took it);
+     * tunnel: it is the ssh channel (no key: ssh encrypts) */
+    int data_fd;
+    bool tunnel;
+    char data_name[200];
     /* server */
     bool push;                       /* the remote end receives */
+    int path;                        /* SSH_PATH_*, from the request */
+    int back_port;                   /* --connect-back: the local weir's port, else 0 */
+    /* tunnel: the engine's end of a socket pair, relayed to and from the
+     * ssh session's standard input and output */
+    int relay[2];
+    pthread_t relay_in, relay_out;
+    bool relay_in_started, relay_out_started;
     char peer[64], self[64];         /* SSH_CONNECTION: where ssh came from, where it arrived */
     char *request;                   /* its text; argv points into it */
     char *argv[REMOTE_ARGS_MAX + 16];
@@ -69,9 +86,11 @@ struct remote {
 
 /* ---- lines on the channel ------------------------------------------------- */
 
+/* Lines are read a byte at a time: what follows them on the channel may be
+ * the stream itself (the tunnel), and belongs to the engine. */
 struct reader {
     int fd;
-    char buf[4096];
+    char buf[1];
     size_t pos, end;
     double deadline;
 };
@@ -353,6 +372,115 @@ static int no_answer(struct remote *r, int why, struct weir_error *err)
 }
 
 /* The request (doc/stream-format.md, "The ssh channel"), and the answer. */
+static const char *const path_names[] = {"auto", "tunnel", "direct"};
+
+/* One connection on a listening socket within secs, from the address want
+ * when it is given (others are closed, and the wait goes on): 0 with *fd
+ * tuned for the engine, or -1. */
+static int accept_one(struct tcp_listener *l, const char *want, double secs, double io_timeout,
+                      int *fd, const char *name, struct weir_log *log, struct weir_error *err)
+{
+    double until = clock_now() + secs;
+    for (;;) {
+        int left = (int)((until - clock_now()) * 1000);
+        if (left <= 0)
+            return error_set(err, WEIR_EXIT_NETWORK, "%s: no connection within %g s", name,
+                             secs);
+        struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
+        int p = poll(&pfd, 1, left);
+        if (p < 0 && errno != EINTR)
+            return error_sys(err, WEIR_EXIT_NETWORK, errno, "%s: poll", name);
+        if (p <= 0)
+            continue;
+        struct sockaddr_storage ss;
+        socklen_t slen = sizeof ss;
+        int got = accept4(l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (got < 0) {
+            if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return error_sys(err, WEIR_EXIT_NETWORK, errno, "%s: accept", name);
+        }
+        char host[NI_MAXHOST];
+        if (want && (getnameinfo((struct sockaddr *)&ss, slen, host, sizeof host, NULL, 0,
+                                 NI_NUMERICHOST) != 0 || strcmp(host, want) != 0)) {
+            char peer[80];
+            tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
+            log_msg(log, LOG_WARN, "%s: refused connection from %s: not %s", name, peer, want);
+            close(got);
+            continue;
+        }
+        if (tcp_tune(got, io_timeout) != 0) {
+            int e = errno;
+            close(got);
+            return error_sys(err, WEIR_EXIT_NETWORK, e, "%s", name);
+        }
+        *fd = got;
+        return 0;
+    }
+}
+
+/* The local end: make the data's connection as the remote weir's answer
+ * says.  "listen": connect to it (else, unless --ssh-direct, say so and take
+ * the tunnel); "direct": it connected to --connect-back's port; "tunnel":
+ * the ssh channel. */
+static int connect_data(struct remote *r, const char *what, struct weir_error *err)
+{
+    const struct weir_options *o = r->o;
+    const char *host = o->ssh_host;
+    if (strcmp(what, "listen") == 0) {
+        struct tcp_settings ts = {.family = o->family, .connect_timeout = DIRECT_SECS,
+                                  .io_timeout = o->io_timeout};
+        atomic_bool halt;
+        atomic_init(&halt, false);
+        snprintf(r->data_name, sizeof r->data_name, strchr(r->addr, ':') ? "%s [%s]:%s (direct)"
+                 : "%s %s:%s (direct)", host, r->addr, r->port);
+        struct weir_error cerr;
+        int fd;
+        if (tcp_connect(r->addr, r->port, &ts, &halt, r->log, r->data_name, &fd, &cerr) == 0) {
+            if (put_all(r->ctl_out, "via direct\n", 11) != 0) {
+                close(fd);
+                return no_answer(r, errno, err);
+            }
+            r->data_fd = fd;
+            return 0;
+        }
+        if (o->ssh_path == SSH_PATH_DIRECT) {
+            (void)put_all(r->ctl_out, "via none\n", 9);
+            return error_set(err, WEIR_EXIT_NETWORK, "%s (--ssh-direct: not through ssh)",
+                             cerr.msg);
+        }
+        log_msg(r->log, LOG_WARN, "%s; the data goes through the ssh connection instead",
+                cerr.msg);
+        if (put_all(r->ctl_out, "via tunnel\n", 11) != 0)
+            return no_answer(r, errno, err);
+        what = "tunnel";
+    }
+    if (strcmp(what, "direct") == 0 && r->back.fd >= 0) {
+        snprintf(r->data_name, sizeof r->data_name, "%s %s (direct, connected back)", host,
+                 r->back.addr);
+        int rc = accept_one(&r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->data_fd,
+                            r->data_name, r->log, err);
+        tcp_listener_close(&r->back);
+        return rc;
+    }
+    if (strcmp(what, "tunnel") != 0)
+        return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s answered '%s', which "
+                         "this weir does not know", host, what);
+    if (o->ssh_path == SSH_PATH_DIRECT)
+        return error_set(err, WEIR_EXIT_NETWORK, "ssh %s: the remote weir could not connect "
+                         "back (--ssh-direct: not through ssh)", host);
+    if (o->ssh_path != SSH_PATH_TUNNEL)
+        log_msg(r->log, LOG_WARN, "ssh %s: the data goes through the ssh connection (no direct "
+                "connection could be made)", host);
+    snprintf(r->data_name, sizeof r->data_name, "%s (through ssh)", host);
+    r->tunnel = true;
+    /* a descriptor of its own: the engine closes it when it is done */
+    r->data_fd = fcntl(r->ctl_in, F_DUPFD_CLOEXEC, 3);
+    if (r->data_fd < 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "ssh %s: dup", host);
+    return 0;
+}
+
 static int handshake(struct remote *r, int port, struct weir_error *err)
 {
     const struct weir_options *o = r->o;
@@ -360,8 +488,9 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     char *req = keyfile_secret_alloc(cap);   /* it holds the key */
     if (!req)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "ssh %s: request", o->ssh_host);
-    size_t n = (size_t)snprintf(req, cap, "weir-ssh %d %s\nmode %s\nport %d\nkey %.*s",
-                                REMOTE_PROTOCOL, WEIR_VERSION, o->pull ? "pull" : "push", port,
+    size_t n = (size_t)snprintf(req, cap, "weir-ssh %d %s\nmode %s\npath %s\nport %d\n"
+                                "key %.*s", REMOTE_PROTOCOL, WEIR_VERSION,
+                                o->pull ? "pull" : "push", path_names[o->ssh_path], port,
                                 r->key_len, r->key);
     /* what shapes the sending side goes to whichever end sends */
     char word[64];
@@ -406,7 +535,7 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     if (get_line(&rd, line, sizeof line) < 0)
         return no_answer(r, errno, err);
     int proto = 0, cport = 0;
-    char version[32] = "", addr[80] = "";
+    char version[32] = "", what[16] = "", addr[80] = "";
     if (strncmp(line, "refused ", 8) == 0) {
         int code = WEIR_EXIT_NETWORK;
         int used = 0;
@@ -414,7 +543,11 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
             code = WEIR_EXIT_NETWORK;
         return error_set(err, code, "remote: %s", line + 8 + used);
     }
-    if (sscanf(line, "ready %d %31s %79s %d", &proto, version, addr, &cport) != 4)
+    if (sscanf(line, "ready %d %31s", &proto, version) == 2 && proto != REMOTE_PROTOCOL)
+        return error_set(err, WEIR_EXIT_NETWORK, "remote: weir %s on %s speaks --ssh protocol "
+                         "%d; this weir %s speaks %d", version, o->ssh_host, proto,
+                         WEIR_VERSION, REMOTE_PROTOCOL);
+    if (sscanf(line, "ready %d %31s %15s %79s %d", &proto, version, what, addr, &cport) != 5)
         return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s answered '%.80s', "
                          "not ready", o->ssh_host, line);
     if (proto != REMOTE_PROTOCOL)
@@ -427,12 +560,8 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     sync_lock(&r->lock);
     r->ready = true;
     sync_unlock(&r->lock);
-    if (o->pull)
-        log_msg(r->log, LOG_INFO, "ssh %s: weir %s answered", o->ssh_host, version);
-    else
-        log_msg(r->log, LOG_INFO, "ssh %s: weir %s answered: sending to %s port %d",
-                o->ssh_host, version, addr, cport);
-    return 0;
+    log_msg(r->log, LOG_INFO, "ssh %s: weir %s answered", o->ssh_host, version);
+    return connect_data(r, what, err);
 }
 
 int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
@@ -443,8 +572,9 @@ int remote_local_new(struct remote **out, const struct weir_options *o, struct w
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "ssh %s", o->ssh_host);
     r->o = o;
     r->log = log;
-    r->ctl_in = r->ctl_out = r->err_fd = -1;
-    r->wake[0] = r->wake[1] = -1;
+    r->ctl_in = r->ctl_out = r->err_fd = r->data_fd = -1;
+    r->wake[0] = r->wake[1] = r->relay[0] = r->relay[1] = -1;
+    r->back.fd = -1;
     atomic_init(&r->err_stop, false);
     sync_mutex_init(&r->lock);
     if (pipe2(r->wake, O_CLOEXEC) != 0) {
@@ -521,6 +651,14 @@ static int read_request(struct remote *r, struct weir_error *err)
             have_mode = true;
         } else if (strncmp(line, "port ", 5) == 0) {
             port = atoi(line + 5);
+        } else if (strncmp(line, "path ", 5) == 0) {
+            r->path = -1;
+            for (int i = 0; i < 3; i++)
+                if (strcmp(line + 5, path_names[i]) == 0)
+                    r->path = i;
+            if (r->path < 0)
+                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: unknown path '%s'",
+                                 line + 5);
         } else if (strncmp(line, "key ", 4) == 0) {
             r->key = keyfile_secret_alloc(KEY_TEXT_MAX);
             if (!r->key || (size_t)len - 4 + 2 > KEY_TEXT_MAX)
@@ -556,18 +694,17 @@ static int read_request(struct remote *r, struct weir_error *err)
         }
     }
     OPENSSL_cleanse(line, sizeof line);
-    if (!have_mode || !cmd || !r->key || (!r->push && (port <= 0 || port > 65535)))
+    if (!have_mode || !cmd || !r->key || port < 0 || port > 65535)
         return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: incomplete request");
+    r->back_port = port;
+    /* the connection itself is made before the engine starts
+     * (remote_configure hands it over); these say which way data flows */
     if (r->push) {
-        r->argv[argc++] = "--bind";
-        r->argv[argc++] = r->self;
         r->argv[argc++] = "-I";
         r->argv[argc++] = "0";
     } else {
-        snprintf(r->target, sizeof r->target, strchr(r->peer, ':') ? "[%s]:%d" : "%s:%d",
-                 r->peer, port);
         r->argv[argc++] = "-O";
-        r->argv[argc++] = r->target;
+        r->argv[argc++] = "ssh:1";   /* a placeholder: the connection is made */
     }
     r->argv[argc++] = "--";
     r->argv[argc++] = "/bin/sh";
@@ -575,6 +712,141 @@ static int read_request(struct remote *r, struct weir_error *err)
     r->argv[argc++] = (char *)cmd;
     r->argv[argc] = NULL;
     return argc;
+}
+
+/* Move bytes from one descriptor to the other until the end (spliced when
+ * one of them is a pipe, as sshd's are, else copied).  stoppable: the wake
+ * pipe ends it too. */
+static void relay(struct remote *r, int from, int to, bool stoppable)
+{
+    char *buf = NULL;
+    bool copy = false;
+    for (;;) {
+        struct pollfd pfd[2] = {{.fd = from, .events = POLLIN},
+                                {.fd = stoppable ? r->wake[0] : -1, .events = POLLIN}};
+        int p = poll(pfd, 2, -1);
+        if (p < 0 && errno == EINTR)
+            continue;
+        if (p < 0 || pfd[1].revents)
+            break;
+        ssize_t n = -1;
+        if (!copy) {
+            n = splice(from, NULL, to, NULL, RELAY_CHUNK, SPLICE_F_MOVE);
+            copy = n < 0 && errno == EINVAL;   /* neither is a pipe */
+        }
+        if (copy) {
+            if (!buf && !(buf = malloc(RELAY_CHUNK)))
+                break;
+            n = read(from, buf, RELAY_CHUNK);
+            if (n > 0 && put_all(to, buf, (size_t)n) != 0)
+                break;
+        }
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            break;
+    }
+    free(buf);
+}
+
+/* ssh's standard input into the engine; its end is the stream's end. */
+static void *relay_in_main(void *arg)
+{
+    struct remote *r = arg;
+    relay(r, r->ctl_in, r->relay[1], true);
+    (void)shutdown(r->relay[1], SHUT_WR);
+    return NULL;
+}
+
+/* What the engine sends back, to ssh's standard output, to the end: the
+ * answer is the last of it, so this one is never cut short. */
+static void *relay_out_main(void *arg)
+{
+    struct remote *r = arg;
+    relay(r, r->relay[1], r->ctl_out, false);
+    return NULL;
+}
+
+/* The server: make the data's connection before the engine starts, and say
+ * how ("ready PROTOCOL VERSION listen|direct|tunnel ADDR PORT"): connect
+ * back to the local weir's port, or listen on the address ssh reached and
+ * take the local weir's connection (from the address ssh came from only),
+ * or carry the data on the ssh session itself. */
+static int server_data(struct remote *r, struct weir_error *err)
+{
+    const char *what = "tunnel";
+    struct tcp_listener l;
+    memset(&l, 0, sizeof l);
+    l.fd = -1;
+    struct tcp_settings ts = {.family = AF_UNSPEC, .connect_timeout = DIRECT_SECS,
+                              .io_timeout = 600};
+    if (r->back_port > 0) {
+        char port[16];
+        snprintf(port, sizeof port, "%d", r->back_port);
+        snprintf(r->data_name, sizeof r->data_name, strchr(r->peer, ':')
+                 ? "the local weir [%s]:%s (connected back)" : "the local weir %s:%s "
+                 "(connected back)", r->peer, port);
+        atomic_bool halt;
+        atomic_init(&halt, false);
+        struct weir_error cerr;
+        if (tcp_connect(r->peer, port, &ts, &halt, r->log, r->data_name, &r->data_fd,
+                        &cerr) == 0) {
+            what = "direct";
+        } else if (r->path == SSH_PATH_DIRECT) {
+            *err = cerr;
+            remote_refuse(r, err->msg);
+            return -1;
+        } else {
+            log_msg(r->log, LOG_WARN, "%s; the data goes through the ssh connection instead",
+                    cerr.msg);
+        }
+    } else if (r->path != SSH_PATH_TUNNEL) {
+        ts.bind_addr = r->self;
+        snprintf(ts.listen_port, sizeof ts.listen_port, "0");
+        if (tcp_listen(&ts, &l, err)) {
+            remote_refuse(r, err->msg);
+            return -1;
+        }
+        what = "listen";
+    }
+    const char *colon = l.fd >= 0 ? strrchr(l.addr, ':') : NULL;
+    char line[300];
+    int n = snprintf(line, sizeof line, "ready %d %s %s %s %d\n", REMOTE_PROTOCOL,
+                     WEIR_VERSION, what, l.fd >= 0 ? r->self : "-", colon ? atoi(colon + 1) : 0);
+    if (put_all(r->ctl_out, line, (size_t)n) != 0) {
+        tcp_listener_close(&l);
+        return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the ssh channel");
+    }
+    if (l.fd >= 0) {
+        struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS};
+        long len = get_line(&rd, line, sizeof line);
+        if (len >= 0 && strcmp(line, "via direct") == 0) {
+            snprintf(r->data_name, sizeof r->data_name, "the local weir %s (direct)", r->peer);
+            int rc = accept_one(&l, r->peer, 2 * DIRECT_SECS, 600, &r->data_fd, r->data_name,
+                                r->log, err);
+            tcp_listener_close(&l);
+            return rc;
+        }
+        tcp_listener_close(&l);
+        if (len < 0 || strcmp(line, "via tunnel") != 0)
+            return error_set(err, WEIR_EXIT_NETWORK, "--ssh-server: the local weir made no "
+                             "connection (it said '%.40s')", len < 0 ? "nothing" : line);
+    }
+    if (strcmp(what, "direct") == 0)
+        return 0;
+    r->tunnel = true;
+    snprintf(r->data_name, sizeof r->data_name, "the local weir (through ssh)");
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r->relay) != 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: socketpair");
+    r->data_fd = r->relay[0];   /* the engine's, once configured */
+    r->relay[0] = -1;
+    if (sync_create(&r->relay_in, relay_in_main, r, err))
+        return -1;
+    r->relay_in_started = true;
+    if (sync_create(&r->relay_out, relay_out_main, r, err))
+        return -1;
+    r->relay_out_started = true;
+    return 0;
 }
 
 int remote_server_new(struct remote **out, struct weir_log *log, int *argc, char ***argv,
@@ -585,8 +857,9 @@ int remote_server_new(struct remote **out, struct weir_log *log, int *argc, char
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server");
     r->server = true;
     r->log = log;
-    r->err_fd = -1;
-    r->wake[0] = r->wake[1] = -1;
+    r->err_fd = r->data_fd = -1;
+    r->wake[0] = r->wake[1] = r->relay[0] = r->relay[1] = -1;
+    r->back.fd = -1;
     atomic_init(&r->err_stop, false);
     sync_mutex_init(&r->lock);
     *out = r;
@@ -611,6 +884,8 @@ int remote_server_new(struct remote **out, struct weir_log *log, int *argc, char
         remote_refuse(r, err->msg);
         return -1;
     }
+    if (server_data(r, err))
+        return -1;
     *argc = n;
     *argv = r->argv;
     return 0;
@@ -628,12 +903,8 @@ static bool woken(struct remote *r, int ms)
     return p > 0;
 }
 
-/* The end of the channel, while the engine runs.  On the server it means
- * the ssh session is gone: the transfer stops at once.  Locally it means
- * ssh ended: after a success that is the remote weir's normal end, and the
- * engine finishes by itself; after a failure the engine is given a moment
- * to learn the better reason from the stream, and is then stopped (a remote
- * sender that failed before it connected would leave the listener waiting). */
+/* The server, with a direct connection: the end of the ssh channel means
+ * the local weir is gone, and the transfer stops at once. */
 static void *watch_main(void *arg)
 {
     struct remote *r = arg;
@@ -652,19 +923,26 @@ static void *watch_main(void *arg)
         if (n <= 0)
             break;
     }
-    if (r->server) {
-        weir_fail(r->engine, WEIR_EXIT_NETWORK, "the ssh session ended: the local weir is "
-                  "gone");
-        return NULL;
-    }
+    weir_fail(r->engine, WEIR_EXIT_NETWORK, "the ssh session ended: the local weir is gone");
+    return NULL;
+}
+
+/* The local end: ssh's end, while the engine runs (the channel itself may
+ * be the data's, so it is not read here).  After a success that is the
+ * remote weir's normal end, and the engine finishes by itself; after a
+ * failure the engine is given a moment to learn the better reason from the
+ * stream, and is then stopped (a remote end that failed before it connected
+ * would leave this one waiting). */
+static void *local_watch_main(void *arg)
+{
+    struct remote *r = arg;
     siginfo_t si;
-    double until = clock_now() + 5.0;
     for (;;) {
         memset(&si, 0, sizeof si);
         if (waitid(P_PID, (id_t)r->ssh_pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
             si.si_pid == r->ssh_pid)
             break;
-        if (clock_now() >= until || woken(r, 20))
+        if (woken(r, 100))
             return NULL;
     }
     if (si.si_code == CLD_EXITED && si.si_status == 0)
@@ -691,7 +969,7 @@ static void *watch_main(void *arg)
 static int watch(struct remote *r, struct weir_engine *e, struct weir_error *err)
 {
     r->engine = e;
-    if (sync_create(&r->watch_thread, watch_main, r, err))
+    if (sync_create(&r->watch_thread, r->server ? watch_main : local_watch_main, r, err))
         return -1;
     r->watch_started = true;
     return 0;
@@ -708,43 +986,59 @@ static void unwatch(struct remote *r)
 
 int remote_configure(struct remote *r, struct weir_config *c, struct weir_error *err)
 {
-    c->key_text = r->key;
-    c->key_text_len = (size_t)r->key_len;
-    c->port_told = true;   /* the other end learns the port from us */
-    if (r->server)
-        return 0;
-    if (r->o->pull) {
-        /* the sending side's options went to the remote end */
-        c->compress = false;
-        c->read_rate = 0;
-        c->input = WEIR_IN_LISTEN;
-        snprintf(c->tcp.listen_port, sizeof c->tcp.listen_port, "0");
-        return 0;
+    bool receives = r->server ? r->push : r->o->pull;
+    if (!r->server) {
+        if (r->o->pull) {
+            /* the sending side's options went to the remote end */
+            c->compress = false;
+            c->read_rate = 0;
+        } else if (c->noutputs >= WEIR_MAX_OUTPUTS) {
+            return error_set(err, WEIR_EXIT_USAGE, "too many outputs for --ssh");
+        }
+        int back = 0;
+        if (r->o->connect_back) {
+            struct tcp_settings ts = {.family = r->o->family};
+            snprintf(ts.listen_port, sizeof ts.listen_port, "0");
+            if (tcp_listen(&ts, &r->back, err))
+                return -1;
+            const char *colon = strrchr(r->back.addr, ':');
+            back = colon ? atoi(colon + 1) : 0;
+        }
+        if (spawn_ssh(r, err) || handshake(r, back, err))
+            return -1;
     }
-    if (c->noutputs >= WEIR_MAX_OUTPUTS)
-        return error_set(err, WEIR_EXIT_USAGE, "too many outputs for --ssh");
-    if (spawn_ssh(r, err) || handshake(r, 0, err))
-        return -1;
-    struct weir_output *d = &c->outputs[c->noutputs++];
-    memset(d, 0, sizeof *d);
-    d->kind = WEIR_OUT_TCP;
-    snprintf(d->host, sizeof d->host, "%s", r->addr);
-    snprintf(d->port, sizeof d->port, "%s", r->port);
+    /* through ssh, weir adds no encryption of its own: ssh's is there */
+    c->key_text = r->tunnel ? NULL : r->key;
+    c->key_text_len = r->tunnel ? 0 : (size_t)r->key_len;
+    c->port_told = true;
+    if (receives) {
+        c->input = WEIR_IN_LISTEN;
+        c->tcp.listen_port[0] = '\0';   /* no listening socket: the connection is made */
+        c->channel_fd = r->data_fd;
+        c->channel_trusted = r->tunnel;
+        c->channel_name = r->data_name;
+    } else {
+        struct weir_output *d = NULL;
+        for (int i = 0; i < c->noutputs; i++)
+            if (c->outputs[i].kind == WEIR_OUT_TCP)
+                d = &c->outputs[i];
+        if (!d)
+            d = &c->outputs[c->noutputs++];
+        memset(d, 0, sizeof *d);
+        d->kind = WEIR_OUT_TCP;
+        d->connected = true;
+        d->fd = r->data_fd;
+        snprintf(d->host, sizeof d->host, "%s", r->data_name);
+    }
+    r->data_fd = -1;   /* the engine's now */
     return 0;
 }
 
 int remote_started(struct remote *r, struct weir_engine *e, struct weir_error *err)
 {
-    if (!r->server) {
-        if (r->o->pull && (spawn_ssh(r, err) || handshake(r, weir_listen_port(e), err)))
-            return -1;
-        return watch(r, e, err);
-    }
-    char line[200];
-    int n = snprintf(line, sizeof line, "ready %d %s %s %d\n", REMOTE_PROTOCOL, WEIR_VERSION,
-                     r->push ? r->self : "-", r->push ? weir_listen_port(e) : 0);
-    if (put_all(r->ctl_out, line, (size_t)n) != 0)
-        return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the ssh channel");
+    /* a tunnel's end comes through the relay, in the stream */
+    if (r->server && r->tunnel)
+        return 0;
     return watch(r, e, err);
 }
 
@@ -832,6 +1126,19 @@ void remote_free(struct remote *r)
     if (r->err_started)
         pthread_join(r->err_thread, NULL);
     unwatch(r);
+    if (r->data_fd >= 0)   /* never handed to an engine */
+        close(r->data_fd);
+    r->data_fd = -1;
+    if (r->relay_out_started)   /* it ends once the engine's end is closed */
+        pthread_join(r->relay_out, NULL);
+    if (r->relay_in_started) {
+        (void)!write(r->wake[1], "x", 1);
+        pthread_join(r->relay_in, NULL);
+    }
+    if (r->relay[1] >= 0)
+        close(r->relay[1]);
+    if (r->back.fd >= 0)
+        tcp_listener_close(&r->back);
     if (r->ctl_in >= 0)
         close(r->ctl_in);
     if (r->ctl_out >= 0 && r->ctl_out != r->ctl_in)

@@ -561,8 +561,9 @@ static int writer_open(struct output *o, struct weir_error *e)
     bool tcp = o->spec->kind == WEIR_OUT_TCP;
     bool greet = tcp && !c->tcp.raw;
     if (tcp) {
-        int fd;
-        if (tcp_connect(o->spec->host, o->spec->port, &c->tcp, &o->halt, p->log, o->name, &fd,
+        int fd = o->spec->fd;   /* connected: the engine takes it over */
+        if (!o->spec->connected &&
+            tcp_connect(o->spec->host, o->spec->port, &c->tcp, &o->halt, p->log, o->name, &fd,
                         e))
             return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
         transport_tcp(&o->t, fd, o->name);

@@ -66,6 +66,12 @@ struct listener_config {
     double accept_timeout;     /* --accept-timeout; 0: wait for ever */
     double io_timeout;         /* --timeout: socket tuning, and a raw peer's first byte */
     double handshake_timeout;  /* a weir peer's greeting and header */
+    /* a connection already made, heard beside the listening socket (whose
+     * fd may be -1: none); trusted: ssh's channel, whose sender has no key
+     * (weir.h, channel_fd).  -1: none. */
+    int channel_fd;
+    bool channel_trusted;
+    const char *channel_name;
 };
 
 /* *plain: the connection was admitted as plain bytes (plain_too), to be

@@ -108,8 +108,14 @@ struct weir_options {
     const char *remote_cmd;     /* --remote CMD */
     const char *remote_opts;    /* --remote-opts OPTS */
     bool pull;                  /* --pull: the remote end sends */
+    int ssh_path;               /* SSH_PATH_*: --ssh-tunnel, --ssh-direct */
+    bool connect_back;          /* --connect-back: the remote end connects */
     bool ssh_server;            /* --ssh-server: this is that remote end */
 };
+
+/* How --ssh moves the data: directly, falling back to the ssh connection
+ * (auto), or only one of the two. */
+enum { SSH_PATH_AUTO, SSH_PATH_TUNNEL, SSH_PATH_DIRECT };
 
 int options_parse(int argc, char **argv, struct weir_options *o, struct weir_error *err);
 /* The engine's configuration from parsed options (main() fills in what the

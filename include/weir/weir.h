@@ -51,6 +51,11 @@ struct weir_output {
     const char *path;            /* WEIR_OUT_FILE; WEIR_OUT_DIGEST: the algorithm */
     char host[256];              /* WEIR_OUT_TCP */
     char port[16];
+    /* WEIR_OUT_TCP: a connection already made (by --ssh: a socket, or the
+     * ssh channel itself), which the engine takes over instead of
+     * connecting; host is then what messages call it */
+    bool connected;
+    int fd;
 };
 
 struct weir_config {
@@ -104,6 +109,16 @@ struct weir_config {
      * (0: such a sender fails) */
     bool listen_plain_too;
     double plain_after;
+
+    /* WEIR_IN_LISTEN: a connection already made (the ssh channel, or a socket
+     * --ssh connected), which the engine takes over and admits like one the
+     * listening socket accepted, beside it; with tcp.listen_port empty there
+     * is no listening socket.  channel_trusted: the connection is ssh's
+     * (authenticated and encrypted by ssh), and its sender has no key.
+     * -1 (weir_config_defaults): none. */
+    int channel_fd;
+    bool channel_trusted;
+    const char *channel_name;    /* what messages call it */
 
     /* keys: connections are authenticated and encrypted (tls.h, seal.h) */
     const char *key_file;
