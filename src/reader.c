@@ -461,7 +461,8 @@ static int read_input(struct reader *r, struct weir_error *e)
     struct stream_decoder d;
     struct stream_source src = {.read = source_read, .settle = source_settle, .ctx = r,
                                 .error_status = p->in.status, .name = p->in.name,
-                                .sealed = p->in.sealed != NULL};
+                                .sealed = p->in.sealed != NULL,
+                                .one_stream = p->cfg->channel_trusted};
     if (stream_init(&d, &src, e))
         return STEP_FAIL;
     int rc = STEP_OK;

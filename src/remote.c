@@ -430,6 +430,10 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
     if (strcmp(what, "listen") == 0) {
         struct tcp_settings ts = {.family = o->family, .connect_timeout = DIRECT_SECS,
                                   .io_timeout = o->io_timeout};
+        /* test-only: a port that refuses, as a firewall between the hosts would */
+        const char *blocked = getenv("WEIR_TEST_SSH_DIRECT_PORT");
+        if (blocked)
+            snprintf(r->port, sizeof r->port, "%s", blocked);
         atomic_bool halt;
         atomic_init(&halt, false);
         snprintf(r->data_name, sizeof r->data_name, strchr(r->addr, ':') ? "%s [%s]:%s (direct)"
@@ -744,7 +748,7 @@ static void relay(struct remote *r, int from, int to, bool stoppable)
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n <= 0)
-            break;
+            break;   /* the end, or the other side is gone: the stream says which */
     }
     free(buf);
 }
@@ -764,6 +768,13 @@ static void *relay_out_main(void *arg)
 {
     struct remote *r = arg;
     relay(r, r->relay[1], r->ctl_out, false);
+    /* the engine's end of the stream: ssh passes it on as the end of the
+     * session's output, and the local weir sees its input end (sshd may
+     * give a session one socket for both, which only shutdown() ends) */
+    if (shutdown(r->ctl_out, SHUT_WR) != 0) {
+        close(r->ctl_out);
+        r->ctl_out = -1;
+    }
     return NULL;
 }
 
@@ -1061,6 +1072,11 @@ static int verdict(struct remote *r, int status)
         log_msg(r->log, LOG_ERROR, "ssh %s: the ssh connection ended (%s %d)%s%s", host,
                 WIFSIGNALED(ws) ? "killed by signal" : "status",
                 WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws), last[0] ? ": " : "", last);
+    /* the connection failed because the remote weir did: its reason (a
+     * producer or consumer that failed, say) is the chain's */
+    if (status == WEIR_EXIT_NETWORK && WIFEXITED(ws) && WEXITSTATUS(ws) != 0 &&
+        WEXITSTATUS(ws) != WEIR_EXIT_NETWORK && WEXITSTATUS(ws) <= WEIR_EXIT_INTEGRITY)
+        return WEXITSTATUS(ws);
     if (status != 0 || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0))
         return status;
     if (WIFEXITED(ws) && WEXITSTATUS(ws) == 255) {

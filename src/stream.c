@@ -381,6 +381,8 @@ static int parse_frame_start(struct stream_decoder *d, struct stream_block *b,
 /* At the end of a stream: the input must end, or another stream begin. */
 static int after_trailer(struct stream_decoder *d, struct weir_error *err)
 {
+    if (d->src.one_stream)
+        return 0;
     int r = need(d, 1, err);
     if (r < 0)
         return -1;

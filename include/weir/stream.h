@@ -49,6 +49,10 @@ struct stream_source {
     /* The bytes come out of sealed records (seal.h), authenticated: only
      * then may a stream leave its stored blocks' checksums out. */
     bool sealed;
+    /* The input is one stream, whose end nothing follows: the ssh channel,
+     * whose end of input sshd withholds while the far weir still writes
+     * its messages (the trailer ends it; the records' checks still hold). */
+    bool one_stream;
 };
 
 enum stream_kind { STREAM_WEIR, STREAM_LZ4, STREAM_RAW };

@@ -28,6 +28,47 @@ for n in 0 1 "$(sized 20971520 3000001)"; do
         same "$TMP/in" "$TMP/out2" "pull $z, $n bytes: identical"
     done
 done
+# the ways the data can go: through ssh, connected back, direct only, and
+# through ssh after the direct connection is refused (as a firewall would)
+gen "$TMP/in" "$(sized 5000011 1000003)" mixed
+for way in --ssh-tunnel --connect-back --ssh-direct "--connect-back --ssh-direct"; do
+    for z in "" -z; do
+        rm -f "$TMP/out" "$TMP/out2"
+        expect 0 "push $way $z" "$WEIR" -q $z "${SSH[@]}" $way --remote "cat >'$TMP/out'" \
+            -i "$TMP/in"
+        same "$TMP/in" "$TMP/out" "push $way $z: identical"
+        expect 0 "pull $way $z" "$WEIR" -q $z "${SSH[@]}" $way --pull \
+            --remote "cat '$TMP/in'" -o "$TMP/out2"
+        same "$TMP/in" "$TMP/out2" "pull $way $z: identical"
+    done
+done
+for n in 0 1; do
+    gen "$TMP/tiny" "$n" mixed
+    rm -f "$TMP/out" "$TMP/out2"
+    expect 0 "push --ssh-tunnel, $n bytes" "$WEIR" -q "${SSH[@]}" --ssh-tunnel \
+        --remote "cat >'$TMP/out'" -i "$TMP/tiny"
+    same "$TMP/tiny" "$TMP/out" "push --ssh-tunnel, $n bytes: identical"
+    expect 0 "pull --ssh-tunnel, $n bytes" "$WEIR" -q "${SSH[@]}" --ssh-tunnel --pull \
+        --remote "cat '$TMP/tiny'" -o "$TMP/out2"
+    same "$TMP/tiny" "$TMP/out2" "pull --ssh-tunnel, $n bytes: identical"
+done
+rm -f "$TMP/out" "$TMP/out2"
+WEIR_TEST_SSH_DIRECT_PORT=1 "$WEIR" "${SSH[@]}" --remote "cat >'$TMP/out'" -i "$TMP/in" \
+    2>"$TMP/err" || { cat "$TMP/err" >&2; fail "push without a direct connection: exit $?"; }
+same "$TMP/in" "$TMP/out" "push without a direct connection: through ssh, identical"
+has_msg "$TMP/err" "the data goes through the ssh connection instead" "the fallback is said"
+has_msg "$TMP/err" "Connection refused" "the fallback says why"
+WEIR_TEST_SSH_DIRECT_PORT=1 "$WEIR" -q -z "${SSH[@]}" --pull --remote "cat '$TMP/in'" \
+    -o "$TMP/out2" 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "pull without a direct connection"; }
+same "$TMP/in" "$TMP/out2" "pull -z without a direct connection: through ssh, identical"
+WEIR_TEST_SSH_DIRECT_PORT=1 expect 5 "--ssh-direct without a direct connection" "$WEIR" -q \
+    "${SSH[@]}" --ssh-direct --remote "cat >/dev/null" -i "$TMP/in"
+has_msg "$TMP/err" "(--ssh-direct: not through ssh)" "--ssh-direct: says why it failed"
+expect 2 "--ssh-tunnel with --ssh-direct" "$WEIR" "${SSH[@]}" --ssh-tunnel --ssh-direct \
+    --remote cat -i "$TMP/in"
+expect 2 "--connect-back with --ssh-tunnel" "$WEIR" "${SSH[@]}" --ssh-tunnel --connect-back \
+    --remote cat -i "$TMP/in"
+
 # commands at both ends, and standard input and output
 gen "$TMP/in" 1000003 mixed
 expect 0 "push from a local producer" "$WEIR" -q "${SSH[@]}" --remote "cat >'$TMP/out'" \
