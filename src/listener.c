@@ -317,7 +317,13 @@ static int handshake(struct admission *a, struct pending *c, const unsigned char
         drop(a, c, "dropped connection from %s: %s", err.msg);
         return -1;
     }
-    c->have = tls_leftover(c->tls, c->buf, sizeof c->buf);
+    ssize_t left = tls_leftover(c->tls, c->buf, sizeof c->buf);
+    if (left < 0) {   /* not reached: hear() reads no more than c->buf keeps */
+        drop(a, c, "dropped connection from %s: %s", "more bytes after its handshake than "
+             "the listener keeps");
+        return -1;
+    }
+    c->have = (size_t)left;
     c->state = AWAIT_RECORD;
     return judge_record(a, c);
 }
@@ -444,7 +450,11 @@ static int hear(struct admission *a, struct pending *c)
         return -1;
     }
     if (c->state == IN_HANDSHAKE) {
-        unsigned char in[16384];
+        /* no more than c->buf holds: the read that brings the sender's
+         * Finished may bring its first records too (it sends them at once),
+         * and those bytes are kept in c->buf for the transport; a longer
+         * handshake message simply takes more reads */
+        unsigned char in[sizeof c->buf];
         ssize_t r = recv(c->fd, in, sizeof in, 0);
         if (r < 0 && (errno == EAGAIN || errno == EINTR))
             return 0;

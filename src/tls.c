@@ -249,8 +249,10 @@ int tls_step(struct tls_handshake *h, const unsigned char *in, size_t n, unsigne
     return rc;
 }
 
-size_t tls_leftover(struct tls_handshake *h, unsigned char *buf, size_t cap)
+ssize_t tls_leftover(struct tls_handshake *h, unsigned char *buf, size_t cap)
 {
+    if ((size_t)BIO_pending(h->in) > cap)
+        return -1;
     size_t got = 0;
     while (BIO_pending(h->in) > 0 && got < cap) {
         int k = BIO_read(h->in, buf + got, (int)(cap - got));
@@ -258,7 +260,7 @@ size_t tls_leftover(struct tls_handshake *h, unsigned char *buf, size_t cap)
             break;
         got += (size_t)k;
     }
-    return got;
+    return (ssize_t)got;
 }
 
 const char *tls_identity(const struct tls_handshake *h)

@@ -541,10 +541,16 @@ static int client_handshake(struct output *o, double limit, struct weir_error *e
     }
     if (rc == STEP_OK) {
         struct seal_session keys = {.epoch_records = p->cfg->epoch_records};
-        size_t left = tls_leftover(h, in, cap);
-        if (tls_export(h, &keys, false, e) ||
-            transport_sealed(&o->t, &keys, true, 0, in, left, e))
+        /* at most one read's worth, and that read was at most cap */
+        ssize_t left = tls_leftover(h, in, cap);
+        if (left < 0) {
+            error_set(e, WEIR_EXIT_INTERNAL, "%s: more bytes after the handshake than weir "
+                      "keeps", o->t.name);
             rc = STEP_FAIL;
+        } else if (tls_export(h, &keys, false, e) ||
+                   transport_sealed(&o->t, &keys, true, 0, in, (size_t)left, e)) {
+            rc = STEP_FAIL;
+        }
         OPENSSL_cleanse(&keys, sizeof keys);
     }
     tls_handshake_free(h);

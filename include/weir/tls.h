@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "weir/error.h"
 #include "weir/keyfile.h"
@@ -48,8 +49,9 @@ enum { TLS_WANT = 0, TLS_DONE = 1, TLS_FAILED = -1 };
 int tls_step(struct tls_handshake *h, const unsigned char *in, size_t n, unsigned char *out,
              size_t *outlen, struct weir_error *err);
 /* After TLS_DONE: the bytes that arrived after the handshake, moved into
- * buf (at most cap); the number moved. */
-size_t tls_leftover(struct tls_handshake *h, unsigned char *buf, size_t cap);
+ * buf; their number, or -1 when there are more than cap (a part of them
+ * would leave a record cut short: the caller reads no more than it keeps). */
+ssize_t tls_leftover(struct tls_handshake *h, unsigned char *buf, size_t cap);
 /* After TLS_DONE: the identity of the key used. */
 const char *tls_identity(const struct tls_handshake *h);
 /* After TLS_DONE: the record keys of both directions, from the exporter. */

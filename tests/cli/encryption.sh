@@ -3,7 +3,9 @@
 # PSK handshake and encrypt everything after it; every refusal (a wrong key, no
 # key on either side, plain bytes, a replayed session) fails the sender (5) and
 # leaves the listener listening with nothing written; round trips at awkward
-# sizes, across key epochs, with -z and beside a plain -o file are identical.
+# sizes, across key epochs, with -z and beside a plain -o file are identical,
+# and so are transfers whose first records reach the listener in the same read
+# as the end of the handshake.
 . "$(dirname "$0")/lib.sh"
 KEY=$TMP/a.key
 "$WEIR" --genkey "$KEY" --key-id alpha 2>"$TMP/gen" || fail "--genkey: exit $?"
@@ -88,6 +90,24 @@ expect 0 "a session through a recording proxy" "$WEIR" -q --key-file "$KEY" -i "
     -O "127.0.0.1:$(grep -o '[0-9]*$' "$TMP/proxy")"
 wait_bounded "$LPID" 20
 same "$TMP/in" "$TMP/out" "the recorded session itself arrived"
+# the sender's last handshake message and the records after it, read by the
+# listener at once: every byte after the handshake is kept (the listener read
+# 16 KiB at a time and kept 2 KiB of what followed, so a record did not open)
+set -- $(od -An -tu1 -j 32 -N 5 "$TMP/session")   # the ClientHello's TLS record
+[ "$#" -eq 5 ] && [ "$1" -eq 22 ] || fail "no ClientHello after the greeting: $*"
+hello_end=$((32 + 5 + $4 * 256 + $5))
+for z in "" -z; do
+    rm -f "$TMP/proxy" "$TMP/cons"
+    listen "$TMP/out" "$TMP/lerr" --key-file "$KEY" -- sh -c "cat >'$TMP/cons'"
+    "$TESTTOOL" proxy "$LPORT" gather "$hello_end" 60000 >"$TMP/proxy" &
+    PIDS+=($!)
+    wait_for "$TMP/proxy" "proxy listening on" 10
+    expect 0 "handshake end and records in one read $z" "$WEIR" -q $z --key-file "$KEY" \
+        -i "$TMP/in" -O "127.0.0.1:$(grep -o '[0-9]*$' "$TMP/proxy")"
+    wait_bounded "$LPID" 20
+    [ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "records after the handshake $z: receiver exit $STATUS"; }
+    same "$TMP/in" "$TMP/cons" "records read with the handshake's end arrive whole $z"
+done
 listen "$TMP/out" "$TMP/lerr" --key-file "$KEY"
 nc -N 127.0.0.1 "$LPORT" <"$TMP/session" >/dev/null 2>&1
 wait_for "$TMP/lerr" "refused connection from 127.0.0.1" 10

@@ -11,6 +11,10 @@
  *         cut    N             forward N bytes, then FIN to the server
  *         reset  N             forward N bytes, then RST both ways
  *         stall  N SECS        stop forwarding at byte N for SECS seconds
+ *         gather N BYTES       forward up to byte N, then hold the client's
+ *                              bytes until BYTES more have come (or its end)
+ *                              and send them in one write, so the server
+ *                              reads them at once
  *         flip   N             flip the lowest bit of byte N
  *         drop   K             leave out data block K of a weir stream
  *         dup    K             send data block K of a weir stream twice
@@ -139,12 +143,13 @@ static uint32_t get32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-enum mode { PASS, CUT, RESET, STALL, FLIP, ZEROSTATUS, RECORD, DROP, DUP, SWAP };
+enum mode { PASS, CUT, RESET, STALL, FLIP, ZEROSTATUS, RECORD, GATHER, DROP, DUP, SWAP };
 
 struct fault {
     enum mode mode;
     unsigned long long at;     /* byte offset or block number */
     double secs;
+    size_t gather;             /* gather: the bytes held back before one write */
     unsigned long long sent;   /* client-to-server bytes handled so far */
     int done;
     /* block modes: the stream is collected whole, rearranged, then sent */
@@ -152,6 +157,35 @@ struct fault {
     size_t len, cap;
     FILE *record;              /* record: the client's bytes go here too */
 };
+
+static void collect(struct fault *f, const unsigned char *data, size_t n)
+{
+    if (f->len + n > f->cap) {
+        f->cap = (f->len + n) * 2;
+        f->buf = realloc(f->buf, f->cap);
+        if (!f->buf)
+            die("realloc");
+    }
+    memcpy(f->buf + f->len, data, n);
+    f->len += n;
+}
+
+/* gather: what was held back goes to the server in one write */
+static int release(struct fault *f, int server)
+{
+    int rc = write_all(server, f->buf, f->len);
+    f->sent += f->len;
+    f->len = 0;
+    f->done = 2;
+    return rc;
+}
+
+/* gather: hold n more bytes back; 1 to keep relaying, 0 when the write failed */
+static int hold(struct fault *f, int server, const unsigned char *data, size_t n)
+{
+    collect(f, data, n);
+    return f->len < f->gather || release(f, server) == 0;
+}
 
 static void hard_close(int fd)
 {
@@ -164,29 +198,27 @@ static void hard_close(int fd)
 static int forward(struct fault *f, int client, int server, unsigned char *data, size_t n)
 {
     if (f->mode >= DROP) {
-        if (f->len + n > f->cap) {
-            f->cap = (f->len + n) * 2;
-            f->buf = realloc(f->buf, f->cap);
-            if (!f->buf)
-                die("realloc");
-        }
-        memcpy(f->buf + f->len, data, n);
-        f->len += n;
+        collect(f, data, n);
         return 1;
     }
     if (f->record && fwrite(data, 1, n, f->record) != n)
         die("record");
+    if (f->mode == GATHER && f->done == 1)
+        return hold(f, server, data, n);
     unsigned long long start = f->sent;
     if (!f->done && f->at >= start && f->at < start + n) {
         size_t k = (size_t)(f->at - start);
         if (f->mode == FLIP) {
             data[k] ^= 1;
             f->done = 1;
-        } else if (f->mode == CUT || f->mode == RESET || f->mode == STALL) {
+        } else if (f->mode == CUT || f->mode == RESET || f->mode == STALL ||
+                   f->mode == GATHER) {
             if (write_all(server, data, k))
                 return 0;
             f->sent += k;
             f->done = 1;
+            if (f->mode == GATHER)
+                return hold(f, server, data + k, n - k);
             if (f->mode == CUT) {
                 shutdown(server, SHUT_WR);
                 close(client);
@@ -297,10 +329,13 @@ static int relay(struct fault *f, int client, int server)
             ssize_t n = read(client, data, sizeof data);
             if (n <= 0) {
                 up_open = 0;
-                if (f->mode >= DROP)
+                if (f->mode >= DROP) {
                     send_rearranged(f, server);
-                else
+                } else {
+                    if (f->mode == GATHER && f->done == 1)
+                        release(f, server);   /* the client ended first */
                     shutdown(server, SHUT_WR);
+                }
             } else if (!forward(f, client, server, data, (size_t)n)) {
                 return 0;
             }
@@ -324,11 +359,11 @@ static int relay(struct fault *f, int client, int server)
 static int cmd_proxy(int argc, char **argv)
 {
     static const char *names[] = {"pass", "cut", "reset", "stall", "flip", "zerostatus",
-                                  "record", "drop", "dup", "swap"};
+                                  "record", "gather", "drop", "dup", "swap"};
     struct fault f = {0};
     int target = atoi(argv[2]);
     int m = -1;
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
         if (strcmp(argv[3], names[i]) == 0)
             m = i;
     if (m < 0) {
@@ -338,6 +373,7 @@ static int cmd_proxy(int argc, char **argv)
     f.mode = (enum mode)m;
     f.at = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
     f.secs = argc > 5 ? atof(argv[5]) : 0;
+    f.gather = argc > 5 ? (size_t)strtoull(argv[5], NULL, 10) : 0;
     if (f.mode == RECORD) {
         f.record = argc > 6 ? fopen(argv[6], "w") : NULL;
         if (!f.record)
