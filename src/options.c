@@ -25,7 +25,7 @@ enum long_only {
     /* mbuffer's long options */
     OPT_MD5, OPT_HASH, OPT_PID, OPT_APPEND, OPT_TRUNCATE, OPT_NO_DIRECT, OPT_DIRECT,
     OPT_TCPBUFFER, OPT_TCPTIMEO,
-    OPT_PROGRESS, OPT_INTERVAL,
+    OPT_PROGRESS, OPT_INTERVAL, OPT_SPARSE,
 };
 
 static const struct option long_opts[] = {
@@ -58,6 +58,7 @@ static const struct option long_opts[] = {
     {"tcptimeo", required_argument, NULL, OPT_TCPTIMEO},
     {"progress", required_argument, NULL, OPT_PROGRESS},
     {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"sparse", no_argument, NULL, OPT_SPARSE},
     {NULL, 0, NULL, 0},
 };
 
@@ -93,6 +94,9 @@ void options_usage(FILE *out)
 "  -r RATE, -R RATE   limit the read or write rate (bytes/s, k M G T P)\n"
 "  --readahead SIZE   read a regular file at most SIZE ahead (default 16M)\n"
 "  --stop-on-error, -e  the first failed output stops everything\n"
+"  --sparse           runs of zeros in the input (4 KiB grains) are holes too;\n"
+"                     a regular file's holes always are, and a regular file\n"
+"                     output gets them as holes\n"
 "  --no-sync          do not flush file and device outputs to stable storage\n"
 "                     before reporting success (faster, not crash-safe)\n"
 "\n"
@@ -351,6 +355,9 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
     if (o->compress && o->listen && !o->raw)
         return bad(err, "-z with -I: compress on the sending side (weir -z -O), or add "
                    "--raw to compress what a plain sender sends");
+    if (o->sparse && o->decode)
+        return bad(err, "--sparse with -d: a stream's holes are what its sender found; give "
+                   "--sparse to the weir that reads the data as it is");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
     if (o->key_id && !o->key_file && !o->genkey)
@@ -565,6 +572,7 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         return parse_secs("--accept-timeout", arg, &o->accept_timeout, err);
     case OPT_TIMEOUT: return parse_secs("--timeout", arg, &o->io_timeout, err);
     case OPT_RAW: o->raw = true; return 0;
+    case OPT_SPARSE: o->sparse = true; return 0;
     case OPT_NO_SYNC: o->no_sync = true; return 0;
     case OPT_GENKEY: o->genkey = arg; return 0;
     case OPT_KEY_ID: o->key_id = arg; return 0;
@@ -731,6 +739,7 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->level = o->level;
     c->decode = o->decode;
     c->threads = o->threads;
+    c->sparse = o->sparse;
     c->tcp.family = o->family;
     c->tcp.connect_timeout = o->connect_timeout;
     c->tcp.accept_timeout = o->accept_timeout;

@@ -307,6 +307,13 @@ int pipeline_carve(struct pipeline *p, size_t block, struct weir_error *err)
 static void fold_chain(void *ctx, const struct ring_slot *s)
 {
     struct pipeline *p = ctx;
+    if (s->hole) {
+        unsigned char rec[CODEC_HOLE_SIZE];
+        codec_hole(rec, s->hole_seq, s->hole);
+        p->chain = codec_chain_hole(p->chain, codec_get64(rec + CODEC_HOLE_SIZE - 8), s->hole);
+        p->chain_total += s->hole;
+        return;
+    }
     if (!s->raw_len)
         return;   /* the end */
     const unsigned char *data = pool_data(&p->ring.pool, s->block);
@@ -820,6 +827,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->in_bytes = atomic_load(&p->in_bytes);
     s->out_bytes = r->min_out;
     s->data_bytes = p->data_bytes;
+    s->hole_bytes = p->hole_bytes;
     s->transform = p->encode || p->decoding;
     s->decoding = p->decoding;
     s->wire_bytes = p->encode ? r->queued_bytes : p->decoding ? s->in_bytes : 0;
@@ -844,6 +852,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
         so->name = o->name;
         so->kind = o->kind;
         so->bytes = o->cur.bytes;
+        so->holes = o->cur.holes;
         so->net_bytes = atomic_load(&o->net);
         so->state = output_state_locked(o);
         s->net_bytes += so->net_bytes;
