@@ -397,15 +397,29 @@ int ring_next(struct ring *r, struct ring_cursor *c, const unsigned char **src, 
     return rc;
 }
 
+/* What a slot holds for a cursor: its hole, or its published bytes. */
+static uint64_t slot_extent(const struct ring_slot *s)
+{
+    return s->hole ? s->hole : s->len;
+}
+
 void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n)
 {
     struct ring_slot *s = slot_at(r, c->seq);
+    /* a slot read to its end before it was sealed (a hole, or a worker's
+     * block, came after it) is behind a cursor that moves on: one that
+     * seals ahead (ring_range_locked) has stepped over it already */
+    while (c->seq < r->ready && s->sealed && c->off == slot_extent(s) && n > 0) {
+        c->seq++;
+        c->off = 0;
+        s = slot_at(r, c->seq);
+    }
     c->off += n;
     if (s->hole)
         c->holes += n;
     else
         c->bytes += n;
-    if (s->sealed && c->off == (s->hole ? s->hole : s->len)) {
+    if (s->sealed && c->off == slot_extent(s)) {
         c->seq++;
         c->off = 0;
     }
