@@ -992,12 +992,13 @@ static void watch(struct pipeline *p, struct watchdog *w, double now)
         return;
     struct weir_error e;
     sync_lock(&p->lock);
-    uint64_t sum = atomic_load(&p->in_bytes);
+    /* holes count as moving: a long one may take a while to write as zeros */
+    uint64_t sum = atomic_load(&p->in_bytes) + p->hole_bytes;
     bool awaiting = atomic_load(&p->stop);
     const struct output *slowest = NULL;
     for (int i = 0; i < p->nout; i++) {
         const struct output *o = &p->out[i];
-        sum += o->cur.bytes + o->peer_written;
+        sum += o->cur.bytes + o->cur.holes + o->peer_written;
         /* connecting and greeting have bounds of their own */
         awaiting |= (o->awaiting || o->state == STATS_OUT_CONNECTING) && !o->dead;
         if (!o->dead && o->running && (!slowest || o->cur.bytes < slowest->cur.bytes))

@@ -231,8 +231,6 @@ static ssize_t scan_next(struct reader *r, unsigned char *dst, size_t cap, uint6
 {
     uint64_t found = 0;   /* zeros and holes found so far */
     *hole = 0;
-    if (!r->scan && !(r->scan = malloc(SCAN_BUFFER)))
-        return errno = ENOMEM, -1;
     for (;;) {
         size_t have = r->scan_end - r->scan_pos;
         if (have > 0) {
@@ -308,12 +306,17 @@ static bool input_buffered(const struct reader *r)
     return r->scan_end > r->scan_pos || r->scan_final;
 }
 
-/* A regular file is read by its extents (not when it is decoded). */
-static void plan_extents(struct reader *r)
+/* Holes in what is read as it is: a regular file is read by its extents;
+ * --sparse scans through a buffer of its own. */
+static int plan_holes(struct reader *r, struct weir_error *e)
 {
     struct pipeline *p = r->p;
     if (p->in.regular && p->in.fd >= 0 && sparse_extents_init(&r->ext, p->in.fd) == 0)
         r->extents = true;
+    if (p->cfg->sparse && !(r->scan = malloc(SCAN_BUFFER)))
+        return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s: --sparse's buffer", p->in.name),
+               STEP_FAIL;
+    return STEP_OK;
 }
 
 /* ---- pass-through --------------------------------------------------------- */
@@ -630,8 +633,8 @@ static int read_input(struct reader *r, struct weir_error *e)
 {
     struct pipeline *p = r->p;
     const struct weir_config *c = p->cfg;
-    if (p->encode || !p->may_decode)
-        plan_extents(r);
+    if ((p->encode || !p->may_decode || p->in_plain) && plan_holes(r, e) != STEP_OK)
+        return STEP_FAIL;
     if (p->encode)
         return compress_input(r, e);
     if (!p->may_decode)
@@ -668,7 +671,8 @@ static int read_input(struct reader *r, struct weir_error *e)
         if (p->in.is_socket)
             log_msg(p->log, LOG_INFO, "%s: plain bytes, not a weir stream: its end cannot be "
                     "verified", p->in.name);
-        rc = pipeline_carve(p, (size_t)c->block, e) ? STEP_FAIL : pass_through(r, &d, e);
+        rc = pipeline_carve(p, (size_t)c->block, e) || plan_holes(r, e) ? STEP_FAIL
+                                                                          : pass_through(r, &d, e);
     }
     stream_free(&d);
     return rc;

@@ -142,6 +142,11 @@ expect 0 "--sparse pipe over TCP" sh -c 'cat "$1" | "$0" -q --sparse -O "$2"' "$
     "$TMP/middle" "127.0.0.1:$LPORT"
 wait_bounded "$LPID" 30
 alike "$TMP/middle" "$TMP/tcp.copy" "--sparse pipe over TCP"
+listen /dev/null "$TMP/l.err" --raw --sparse -f -o "$TMP/tcp.copy"
+expect 0 "--raw sender of zeros" "$WEIR" -q --raw -i "$TMP/zeros" -O "127.0.0.1:$LPORT"
+wait_bounded "$LPID" 30
+same "$TMP/zeros" "$TMP/tcp.copy" "-I --raw --sparse: plain bytes, identical"
+[ "$(blocks "$TMP/tcp.copy")" -eq 0 ] && ok "-I --raw --sparse: zeros from a plain sender become a hole"
 rm -f "$TMP/lp.err"
 { "$WEIR" -I 0 2>"$TMP/lp.err" | cat >"$TMP/tcp.piped"; } &
 PIDS+=($!)
