@@ -2,6 +2,7 @@
 #include "weir/sparse.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -56,8 +57,36 @@ int sparse_extents_init(struct sparse_extents *x, int fd)
     if (at < 0)
         return -1;
     *x = (struct sparse_extents){.fd = fd, .on = true, .pos = (uint64_t)at,
-                                 .data_end = (uint64_t)at};
+                                 .data_end = (uint64_t)at, .ahead = (uint64_t)at};
     return 0;
+}
+
+/* Ask for the small extents ahead of the reader, while less than
+ * SPARSE_PREFETCH bytes of data lie between the reader and what was asked
+ * for.  It moves the offset (the caller puts it back).  A hint: what fails
+ * here only ends the asking (the reader's own lseek reports real errors). */
+static void prefetch(struct sparse_extents *x)
+{
+    if (x->ahead < x->data_end) {
+        /* the reader caught up: what is asked for starts after its extent */
+        x->ahead = x->data_end;
+        x->asked = x->got + (x->data_end - x->pos);
+    }
+    if (x->ahead_done || x->asked - x->got > SPARSE_PREFETCH / 2)
+        return;
+    while (x->asked - x->got < SPARSE_PREFETCH) {
+        off_t d = lseek(x->fd, (off_t)x->ahead, SEEK_DATA);
+        off_t h = d < 0 ? -1 : lseek(x->fd, d, SEEK_HOLE);
+        if (h <= d) {
+            x->ahead_done = true;
+            break;
+        }
+        uint64_t len = (uint64_t)(h - d);
+        if (len < SPARSE_PREFETCH_EXTENT)
+            (void)posix_fadvise(x->fd, d, (off_t)len, POSIX_FADV_WILLNEED);
+        x->asked += len;
+        x->ahead = (uint64_t)h;
+    }
 }
 
 /* The file system cannot say where its holes are: read it all. */
@@ -101,12 +130,17 @@ int sparse_extents_next(struct sparse_extents *x, uint64_t *hole, uint64_t *data
     off_t h = lseek(x->fd, d, SEEK_HOLE);
     if (h < 0 && (errno == EINVAL || errno == EOPNOTSUPP))
         return extents_off(x, data);
-    if (h < 0 || lseek(x->fd, d, SEEK_SET) < 0)
+    if (h < 0)
         return -1;
+    uint64_t before = (uint64_t)d - x->pos;   /* a hole, or 0 */
+    x->pos = (uint64_t)d;
     x->data_end = h > d ? (uint64_t)h : UINT64_MAX;
-    if ((uint64_t)d > x->pos) {
-        *hole = (uint64_t)d - x->pos;
-        x->pos = (uint64_t)d;
+    if (x->data_end - x->pos < SPARSE_PREFETCH_EXTENT)
+        prefetch(x);
+    if (lseek(x->fd, d, SEEK_SET) < 0)
+        return -1;
+    if (before) {
+        *hole = before;
         return 0;
     }
     *data = x->data_end - x->pos;
@@ -116,6 +150,7 @@ int sparse_extents_next(struct sparse_extents *x, uint64_t *hole, uint64_t *data
 void sparse_extents_read(struct sparse_extents *x, size_t n)
 {
     x->pos += n;
+    x->got += n;
     if (x->pos > x->data_end)
         x->data_end = x->pos;   /* the file grew under the reader: look again */
 }

@@ -38,12 +38,21 @@ bool sparse_all_zero(const void *p, size_t n);
  * of the input, so a grain cut there is judged as it is. */
 size_t sparse_run(const unsigned char *p, size_t n, uint64_t at, bool final, bool *zero);
 
-/* A regular file's data extents, read from the descriptor's offset on. */
+/* A regular file's data extents, read from the descriptor's offset on.
+ * Small extents scattered over a file are read one at a time, each a seek
+ * of the disk: the extents ahead of the reader are asked for at once
+ * (POSIX_FADV_WILLNEED), up to SPARSE_PREFETCH bytes of them, so that the
+ * disk has many to serve together. */
+#define SPARSE_PREFETCH (16u << 20)
+#define SPARSE_PREFETCH_EXTENT (1u << 20)   /* larger ones are the kernel's readahead's */
 struct sparse_extents {
     int fd;
     bool on;             /* holes are looked for; false: everything is data */
     uint64_t pos;        /* the file offset of the next byte */
     uint64_t data_end;   /* where the data extent being read ends (pos: look again) */
+    uint64_t ahead;      /* extents before this offset were asked for */
+    uint64_t asked, got; /* data bytes asked for, and read */
+    bool ahead_done;     /* no data after ahead */
 };
 
 /* Start at fd's offset.  -1 with errno if the offset cannot be read. */
