@@ -55,7 +55,8 @@ static void total_with_holes(const struct stats_snapshot *s, char *buf, size_t l
     snprintf(buf, len, "%s, of which %s holes", total, holes);
 }
 
-/* Data over wire, holes left out: they are in neither. */
+/* Data over wire, holes left out: the wire has only their records (an LZ4
+ * frame's blocks of zeros for them are not counted either). */
 static double ratio(const struct stats_snapshot *s)
 {
     return (double)(s->data_bytes - s->hole_bytes) / (double)s->wire_bytes;
@@ -86,7 +87,7 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
                      total, bar, fill * 100, el);
     if (n < 0 || (size_t)n >= len)
         return;
-    if (now->transform && now->wire_bytes)
+    if (now->transform && now->wire_bytes && now->data_bytes > now->hole_bytes)
         n += snprintf(buf + n, len - (size_t)n, "  ratio %.2f", ratio(now));
     if (now->waiting && (size_t)n < len) {
         char w[32] = "";
@@ -198,8 +199,9 @@ void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, siz
         char wire[32], wrate[32];
         stats_bytes(s->wire_bytes, wire, sizeof wire);
         stats_rate((double)s->wire_bytes, s->elapsed, wrate, sizeof wrate);
-        n += snprintf(buf + n, len - (size_t)n, "; wire %s, %s, ratio %.2f", wire, wrate,
-                      ratio(s));
+        n += snprintf(buf + n, len - (size_t)n, "; wire %s, %s", wire, wrate);
+        if (n >= 0 && (size_t)n < len && s->data_bytes > s->hole_bytes)
+            n += snprintf(buf + n, len - (size_t)n, ", ratio %.2f", ratio(s));
         if (n < 0 || (size_t)n >= len)
             return;
     }
