@@ -50,6 +50,12 @@
  * When weir decodes, the blocks are cut to the size the stream declares,
  * once the reader has seen it (pipeline_carve), so -m holds that much data.
  *
+ * A hole (a sparse file's, zeros found with --sparse, a weir stream's hole
+ * record) is a slot of its own that holds no block, only a length: it takes
+ * no memory and no fill, and each writer passes it as its output can
+ * (writer.c: a file seeks over it, a weir receiver gets a record, a pipe
+ * the zeros).
+ *
  * A plain LZ4 frame of independent blocks is decoded the same way, but its
  * content checksum is one XXH32 over the whole frame, so a content cursor
  * hashes the present slots in order behind the workers.  Whichever thread

@@ -62,6 +62,18 @@ has_msg "$TMP/err" "of which" "the summary counts the holes apart"
 has_msg "$TMP/err" "summary: 7.00 MiB, of which 7.00 MiB holes, in" "all hole: all of it holes"
 [ "$(stat -c %s "$TMP/end.copy")" -eq 9437184 ] && ok "a trailing hole keeps the copy's size"
 
+# two outputs at once, and a digest, which is taken over the zeros
+expect 0 "two outputs" "$WEIR" -i "$TMP/straddle" -o "$TMP/two.a" -o "$TMP/two.b"
+alike "$TMP/straddle" "$TMP/two.a" "two outputs, the first"
+alike "$TMP/straddle" "$TMP/two.b" "two outputs, the second"
+expect 0 "-H over holes" "$WEIR" -H -i "$TMP/middle" -o /dev/null
+has_msg "$TMP/err" "md5 hash: $(md5sum <"$TMP/middle" | cut -d' ' -f1)" "-H: the digest of the zeros too"
+# the output is the input: refused, the file untouched
+before=$(sum "$TMP/middle")
+expect 2 "the output is the input" "$WEIR" -f -i "$TMP/middle" -o "$TMP/middle"
+[ "$(sum "$TMP/middle")" = "$before" ] && [ "$(blocks "$TMP/middle")" -eq 4096 ] \
+    && ok "the output is the input: the file is untouched, holes and all"
+
 # standard output that is a file, and one opened for appending: an append
 # lands at the end whatever weir seeks, so it is written the zeros
 expect 0 "stdout to a file" sh -c '"$0" -i "$1" >"$2"' "$WEIR" "$TMP/middle" "$TMP/out1"
