@@ -10,9 +10,9 @@
  * never read, sent or written as bytes where weir can help it; "wire" bytes
  * are what an endpoint carried when that differs (compressed or framed as a
  * weir stream).  The buffer "fill" is the share of the buffer's capacity
- * held by data that the slowest live output has not written yet.  "net" bytes are what
- * crossed weir's connections in the data's direction, counted at the
- * socket: weir's framing and encryption included.
+ * held by data that the slowest live output has not written yet.  "net"
+ * bytes are what crossed weir's connections in the data's direction,
+ * counted at the socket: weir's framing and encryption included.
  *
  * Strings in a snapshot are the engine's, valid until weir_destroy().
  */
