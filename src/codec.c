@@ -32,11 +32,11 @@ static size_t record_start(unsigned char *dst, uint32_t payload, unsigned char t
     return 8;
 }
 
-size_t codec_header(unsigned char *dst, uint32_t block_max, unsigned flags)
+size_t codec_header(unsigned char *dst, uint32_t block_max, unsigned flags, unsigned version)
 {
     record_start(dst, 16, 'H');
     memcpy(dst + 9, "WEIR", 4);
-    dst[13] = CODEC_VERSION;
+    dst[13] = (unsigned char)version;
     dst[14] = (unsigned char)flags;
     codec_put32(dst + 16, block_max);
     return CODEC_HEADER_SIZE;
@@ -72,11 +72,19 @@ size_t codec_trailer(unsigned char *dst, uint64_t total, uint64_t nblocks, uint6
     return CODEC_TRAILER_SIZE;
 }
 
-/* The checksum that ends a control record of total bytes. */
+/* The checksum that ends a control record (or a hole) of total bytes. */
 static size_t record_seal(unsigned char *dst, size_t total)
 {
     codec_put64(dst + total - CODEC_SUM_SIZE, XXH3_64bits(dst, total - CODEC_SUM_SIZE));
     return total;
+}
+
+size_t codec_hole(unsigned char *dst, uint64_t seq, uint64_t len)
+{
+    record_start(dst, CODEC_HOLE_SIZE - 8, 'Z');
+    codec_put64(dst + 16, len);
+    codec_put64(dst + 24, seq);
+    return record_seal(dst, CODEC_HOLE_SIZE);
 }
 
 static size_t message_record(unsigned char *dst, unsigned char type, int code,
@@ -153,9 +161,9 @@ static int parse_header_record(const unsigned char *p, size_t len, struct codec_
     if (len != CODEC_HEADER_SIZE || memcmp(p + 9, "WEIR", 4) != 0)
         return bad_record(why, whylen, "malformed weir header");
     r->version = p[13];
-    if (r->version != CODEC_VERSION) {
-        snprintf(why, whylen, "unsupported weir stream version %u (this weir reads %u)",
-                 r->version, CODEC_VERSION);
+    if (r->version < CODEC_VERSION_OLDEST || r->version > CODEC_VERSION) {
+        snprintf(why, whylen, "unsupported weir stream version %u (this weir reads %u to %u)",
+                 r->version, CODEC_VERSION_OLDEST, CODEC_VERSION);
         return -1;
     }
     r->flags = p[14];
@@ -197,7 +205,7 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
     if (len < 24 || codec_record_length(p) != len)
         return bad_record(why, whylen, "malformed weir record (bad length)");
     r->type = p[8];
-    if (strchr("GKSA", r->type) && r->type &&
+    if (strchr("GKSAZ", r->type) && r->type &&
         codec_get64(p + len - CODEC_SUM_SIZE) != XXH3_64bits(p, len - CODEC_SUM_SIZE))
         return bad_record(why, whylen, "corrupt weir record (checksum mismatch)");
     switch (r->type) {
@@ -222,6 +230,14 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
         r->phase = p[9];
         r->bytes = codec_get64(p + 16);
         return 0;
+    case 'Z':
+        r->bytes = codec_get64(p + 16);
+        if (len != CODEC_HOLE_SIZE || !zeros(p + 9, 7) || r->bytes == 0 ||
+            r->bytes > CODEC_TOTAL_MAX)
+            return bad_record(why, whylen, "malformed weir hole record");
+        r->seq = codec_get64(p + 24);
+        r->sum = codec_get64(p + 32);
+        return 0;
     default:
         return bad_record(why, whylen, "unexpected weir record");
     }
@@ -244,7 +260,10 @@ uint64_t codec_wire_hash(uint64_t raw_hash, const void *payload, size_t wire_len
 
 uint64_t codec_chain_start(const unsigned char *header)
 {
-    return XXH3_64bits(header, CODEC_HEADER_SIZE);
+    unsigned char h[CODEC_HEADER_SIZE];
+    memcpy(h, header, sizeof h);
+    h[13] = 1;   /* the version byte, as version 1 has it */
+    return XXH3_64bits(h, sizeof h);
 }
 
 uint64_t codec_chain(uint64_t chain, uint64_t block_hash, uint32_t raw_len)
@@ -253,6 +272,16 @@ uint64_t codec_chain(uint64_t chain, uint64_t block_hash, uint32_t raw_len)
     codec_put64(buf, chain);
     codec_put64(buf + 8, block_hash);
     codec_put32(buf + 16, raw_len);
+    return XXH3_64bits(buf, sizeof buf);
+}
+
+uint64_t codec_chain_hole(uint64_t chain, uint64_t hole_sum, uint64_t len)
+{
+    /* 24 bytes, where a block folds 20: the two never hash the same input */
+    unsigned char buf[24];
+    codec_put64(buf, chain);
+    codec_put64(buf + 8, hole_sum);
+    codec_put64(buf + 16, len);
     return XXH3_64bits(buf, sizeof buf);
 }
 
@@ -356,6 +385,19 @@ size_t codec_lz4_header(unsigned char *dst, uint32_t block_max, bool sized, uint
     }
     dst[len] = (unsigned char)((XXH32(dst + 4, len - 4, 0) >> 8) & 0xFF);
     return len + 1;
+}
+
+size_t codec_zero_block(unsigned char *dst, size_t cap, const unsigned char *zeros, size_t len)
+{
+    if (cap < 8 || len == 0 || len > CODEC_BLOCK_MAX)
+        return 0;
+    int clen = LZ4_compress_default((const char *)zeros, (char *)dst + 4, (int)len,
+                                    (int)(cap - 8 < (size_t)INT32_MAX ? cap - 8 : INT32_MAX));
+    if (clen <= 0)
+        return 0;
+    codec_put32(dst, (uint32_t)clen);
+    codec_put32(dst + 4 + clen, XXH32(dst + 4, (size_t)clen, 0));
+    return 8 + (size_t)clen;
 }
 
 long codec_decode_block(const unsigned char *src, size_t wire_len, bool stored,

@@ -17,7 +17,7 @@ static int decode_weir(struct stream_decoder *d, const struct decode_sink *s,
         int r = stream_next(d, &b, err);
         if (r <= 0)
             return r == 0 ? STEP_OK : STEP_FAIL;
-        rc = s->block(s->ctx, d, &b, err);
+        rc = b.hole ? s->hole(s->ctx, b.hole_len, err) : s->block(s->ctx, d, &b, err);
     }
     return rc;
 }

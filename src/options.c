@@ -29,6 +29,7 @@ enum long_only {
     /* the other end over ssh */
     OPT_SSH, OPT_RSH, OPT_REMOTE_WEIR, OPT_REMOTE, OPT_PULL, OPT_REMOTE_OPTS, OPT_SSH_SERVER,
     OPT_SSH_TUNNEL, OPT_SSH_DIRECT, OPT_CONNECT_BACK,
+    OPT_SPARSE,
 };
 
 static const struct option long_opts[] = {
@@ -71,6 +72,7 @@ static const struct option long_opts[] = {
     {"ssh-tunnel", no_argument, NULL, OPT_SSH_TUNNEL},
     {"ssh-direct", no_argument, NULL, OPT_SSH_DIRECT},
     {"connect-back", no_argument, NULL, OPT_CONNECT_BACK},
+    {"sparse", no_argument, NULL, OPT_SPARSE},
     {NULL, 0, NULL, 0},
 };
 
@@ -86,6 +88,8 @@ void options_usage(FILE *out)
 "  -i FILE            read FILE (default stdin; - is stdin)\n"
 "  -o FILE            write FILE; repeatable (default stdout)\n"
 "  -f                 allow -o to overwrite an existing regular file\n"
+"  --sparse           runs of zeros read (4 KiB grains) become holes as well as\n"
+"                     a file's own; a regular-file output keeps them as holes\n"
 "  -I [HOST:]PORT     listen on PORT (0 picks one); only HOST may connect\n"
 "  -O HOST:PORT       send to HOST:PORT ([v6addr]:PORT); repeatable\n"
 "  --bind ADDR        listen on ADDR only\n"
@@ -414,6 +418,9 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
     if (o->compress && o->listen && !o->raw)
         return bad(err, "-z with -I: compress on the sending side (weir -z -O), or add "
                    "--raw to compress what a plain sender sends");
+    if (o->sparse && o->decode)
+        return bad(err, "--sparse with -d: a stream's holes are what its sender found; give "
+                   "--sparse to the weir that reads the data as it is");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
     if (check_ssh(o, err))
@@ -636,6 +643,7 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         return parse_secs("--accept-timeout", arg, &o->accept_timeout, err);
     case OPT_TIMEOUT: return parse_secs("--timeout", arg, &o->io_timeout, err);
     case OPT_RAW: o->raw = true; return 0;
+    case OPT_SPARSE: o->sparse = true; return 0;
     case OPT_NO_SYNC: o->no_sync = true; return 0;
     case OPT_GENKEY: o->genkey = arg; return 0;
     case OPT_KEY_ID: o->key_id = arg; return 0;
@@ -837,6 +845,7 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->level = o->level;
     c->decode = o->decode;
     c->threads = o->threads;
+    c->sparse = o->sparse;
     c->tcp.family = o->family;
     c->tcp.connect_timeout = o->connect_timeout;
     c->tcp.accept_timeout = o->accept_timeout;

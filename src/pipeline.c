@@ -50,6 +50,12 @@
  * When weir decodes, the blocks are cut to the size the stream declares,
  * once the reader has seen it (pipeline_carve), so -m holds that much data.
  *
+ * A hole (a sparse file's, zeros found with --sparse, a weir stream's hole
+ * record) is a slot of its own that holds no block, only a length: it takes
+ * no memory and no fill, and each writer passes it as its output can
+ * (writer.c: a file seeks over it, a weir receiver gets a record, a pipe
+ * the zeros).
+ *
  * A plain LZ4 frame of independent blocks is decoded the same way, but its
  * content checksum is one XXH32 over the whole frame, so a content cursor
  * hashes the present slots in order behind the workers.  Whichever thread
@@ -307,6 +313,13 @@ int pipeline_carve(struct pipeline *p, size_t block, struct weir_error *err)
 static void fold_chain(void *ctx, const struct ring_slot *s)
 {
     struct pipeline *p = ctx;
+    if (s->hole) {
+        unsigned char rec[CODEC_HOLE_SIZE];
+        codec_hole(rec, s->hole_seq, s->hole);
+        p->chain = codec_chain_hole(p->chain, codec_get64(rec + CODEC_HOLE_SIZE - 8), s->hole);
+        p->chain_total += s->hole;
+        return;
+    }
     if (!s->raw_len)
         return;   /* the end */
     const unsigned char *data = pool_data(&p->ring.pool, s->block);
@@ -842,6 +855,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->in_bytes = atomic_load(&p->in_bytes);
     s->out_bytes = r->min_out;
     s->data_bytes = p->data_bytes;
+    s->hole_bytes = p->hole_bytes;
     s->transform = p->encode || p->decoding;
     s->decoding = p->decoding;
     s->wire_bytes = p->encode ? r->queued_bytes : p->decoding ? s->in_bytes : 0;
@@ -866,6 +880,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
         so->name = o->name;
         so->kind = o->kind;
         so->bytes = o->cur.bytes;
+        so->holes = o->cur.holes;
         so->net_bytes = atomic_load(&o->net);
         so->state = output_state_locked(o);
         s->net_bytes += so->net_bytes;
@@ -1008,12 +1023,13 @@ static void watch(struct pipeline *p, struct watchdog *w, double now)
         return;
     struct weir_error e;
     sync_lock(&p->lock);
-    uint64_t sum = atomic_load(&p->in_bytes);
+    /* holes count as moving: a long one may take a while to write as zeros */
+    uint64_t sum = atomic_load(&p->in_bytes) + p->hole_bytes;
     bool busy = atomic_load(&p->stop) || p->transforming > 0;
     const struct output *slowest = NULL;
     for (int i = 0; i < p->nout; i++) {
         const struct output *o = &p->out[i];
-        sum += o->cur.bytes + o->peer_written;
+        sum += o->cur.bytes + o->cur.holes + o->peer_written;
         /* connecting and greeting have bounds of their own */
         busy |= (o->awaiting || o->state == STATS_OUT_CONNECTING) && !o->dead;
         if (!o->dead && o->running && (!slowest || o->cur.bytes < slowest->cur.bytes))

@@ -43,6 +43,9 @@ struct job {
 /* A record an encrypted output has a worker seal ahead of its writer. */
 #define SEAL_AHEAD 4
 struct seal_job {
+    bool hole;                 /* a hole record (rec), hole_len bytes of the ring */
+    uint64_t hole_len;
+    unsigned char rec[CODEC_HOLE_SIZE];
     struct output *o;
     uint64_t seq;              /* the ring range it seals */
     size_t off, len;
@@ -55,6 +58,17 @@ struct seal_job {
     unsigned char *out;        /* the sealed records (owned by the output) */
     size_t out_len;            /* 0 until done; a failure leaves 0 */
     bool done;                 /* lock */
+};
+
+/* How an output passes the holes in the data (sparse.h), decided once it
+ * is open: each is correct for its kind, and only skipping costs nothing. */
+enum output_holes {
+    HOLES_ZEROS,      /* zeros are written (a pipe, a device, a command, a digest,
+                         a socket; stored blocks to a weir that takes no holes) */
+    HOLES_SKIP,       /* a regular file: skipped over, its size set at the end */
+    HOLES_RECORD,     /* a weir receiver that takes holes: one record each */
+    HOLES_FRAME,      /* -z, one LZ4 frame: blocks of compressed zeros */
+    HOLES_REFUSED,    /* -z to a weir that takes no holes: its stream cannot carry one */
 };
 
 struct output {
@@ -73,6 +87,12 @@ struct output {
     struct ring_cursor cur;    /* lock: where this output is in the buffer */
     enum codec_form form;      /* -z: what it writes of each piece (codec.h) */
     size_t piece_at;           /* -z: the cursor's offset into its piece (the writer's) */
+    enum output_holes holes;   /* the writer's */
+    bool skipped;              /* the writer's: a hole was skipped, the size is set at the end */
+    unsigned char *zero_frame; /* the writer's, HOLES_FRAME: a whole block of zeros, and room
+                                  for a shorter one */
+    size_t zero_frame_len;
+    bool hole_refused;         /* lock: sealing ahead met a hole it cannot send */
     atomic_bool halt;          /* this output must stop (it failed, or all stop) */
     /* lock: */
     bool started;              /* its thread was created */
@@ -156,7 +176,8 @@ struct pipeline {
     _Atomic uint64_t net_in;   /* read from the -I connection at its socket (atomic) */
     uint64_t input_size;       /* a regular-file input's size when opened, or 0 */
     bool finished;             /* weir_run has joined every thread */
-    uint64_t data_bytes;       /* user data: read (-z) or decoded */
+    uint64_t data_bytes;       /* user data: read (-z) or decoded, holes included */
+    uint64_t hole_bytes;       /* of which holes (lock) */
     bool decoding;             /* the input turned out to be a stream to decode */
 
     /* errors, lock */

@@ -365,21 +365,42 @@ static uint64_t written_out(const struct stats_snapshot *s)
     return slowest != UINT64_MAX ? slowest : most;
 }
 
+/* The user's data that bytes of the buffer hold: with -z the buffer holds
+ * the compressed stream, taken at the ratio so far. */
+static double data_of(const struct stats_snapshot *s, uint64_t bytes)
+{
+    if (!s->transform || s->decoding)
+        return (double)bytes;
+    double data = (double)(s->data_bytes - s->hole_bytes);
+    double d = s->wire_bytes ? (double)bytes * data / (double)s->wire_bytes : 0;
+    return d > data ? data : d;
+}
+
+/* What the outputs passed on, holes included, as written_out() takes it. */
+static double done_out(const struct stats_snapshot *s)
+{
+    double slowest = -1, most = 0;
+    for (int i = 0; i < s->noutputs; i++) {
+        const struct stats_output *o = &s->outputs[i];
+        double d = data_of(s, o->bytes) + (double)o->holes;
+        if (d > most)
+            most = d;
+        if (o->state != STATS_OUT_FAILED && (slowest < 0 || d < slowest))
+            slowest = d;
+    }
+    if (s->noutputs == 0)
+        return data_of(s, s->out_bytes);
+    return slowest >= 0 ? slowest : most;
+}
+
 /* The expected total and the share of it done (0 to 1).  --size counts
  * the user's data; so does a regular-file input's size, unless weir
  * decodes the file: then the data it holds is estimated from the file's
- * size at the ratio so far.  Done is the data the slowest output wrote.
- * False: no total known. */
+ * size at the ratio so far.  Done is the data the slowest output passed
+ * on, holes included.  False: no total known. */
 static bool progress_of(const struct stats_snapshot *s, uint64_t *total, double *share)
 {
-    double written = (double)written_out(s);
-    if (s->transform && !s->decoding) {
-        /* -z: the buffer holds the compressed stream; its share written is
-         * the data's share, at the ratio so far */
-        written = s->wire_bytes ? written * (double)s->data_bytes / (double)s->wire_bytes : 0;
-        if (written > (double)s->data_bytes)
-            written = (double)s->data_bytes;
-    }
+    double written = done_out(s);
     double data;
     if (s->expect) {
         *total = s->expect;
@@ -416,6 +437,7 @@ static void add_outputs(struct line *l, const struct stats_snapshot *s)
         add_string(l, o->kind);
         add_u64(l, "bytes", o->bytes);
         add_u64(l, "wire", o->net_bytes);
+        add_u64(l, "holes", o->holes);
         add(l, ",\"state\":");
         add_string(l, stats_output_state_name(o->state));
         add(l, "}");
@@ -438,6 +460,7 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
     add_u64(l, "in", s->in_bytes);
     add_u64(l, "out", written_out(s));
     add_u64(l, "data", s->data_bytes);
+    add_u64(l, "holes", s->hole_bytes);
     add_u64(l, "wire", s->net_bytes);
     if (s->transform)
         add_u64(l, "encoded", s->wire_bytes);
@@ -538,12 +561,12 @@ void progress_end(struct progress *pr, const struct stats_snapshot *s, int statu
     double empty, full;
     stats_summary(s, ok, text, sizeof text);
     stats_shares(s, &empty, &full);
-    add(&l, ",\"summary\":{\"bytes\":%llu,\"seconds\":%.3f",
-        (unsigned long long)s->data_bytes, s->elapsed);
+    add(&l, ",\"summary\":{\"bytes\":%llu,\"holes\":%llu,\"seconds\":%.3f",
+        (unsigned long long)s->data_bytes, (unsigned long long)s->hole_bytes, s->elapsed);
     add_rate(&l, "rate", (double)s->data_bytes, s->elapsed);
     if (s->transform && s->wire_bytes)
         add(&l, ",\"encoded\":%llu,\"ratio\":%.3f", (unsigned long long)s->wire_bytes,
-            (double)s->data_bytes / (double)s->wire_bytes);
+            (double)(s->data_bytes - s->hole_bytes) / (double)s->wire_bytes);
     else
         add(&l, ",\"encoded\":null,\"ratio\":null");
     add(&l, ",\"empty_percent\":%.1f,\"full_percent\":%.1f,\"verdict\":", empty * 100,

@@ -18,6 +18,14 @@
  *                  linked blocks is decoded here, in order, by liblz4;
  *                  legacy LZ4 blocks go to the workers like a frame's
  *
+ * Holes: a regular file is read by its data extents (sparse.h); what lies
+ * between them is a hole, never read.  With --sparse, the data read is
+ * also scanned for grains of zeros, which become holes too (the bytes then
+ * pass through a buffer of the reader's own, and are copied once more).
+ * A hole goes into the buffer as a slot of its own (ring_add_hole), and
+ * -z gives it a number in the weir stream, like a block.  Decoding, the
+ * stream's hole records become such slots.
+ *
  * Every step returns a weir_step (error.h).  The input is closed before the
  * ring is told it ended, so that a producer's exit status is known before a
  * trailer vouches for the stream.
@@ -31,10 +39,12 @@
 #include "weir/codec.h"
 #include "weir/decode.h"
 #include "weir/listener.h"
+#include "weir/sparse.h"
 #include "weir/sync.h"
 
 #define READ_MAX (1u << 20)    /* largest single read(); keeps publishing frequent */
 #define IDLE_FLUSH_MS 10       /* -z: compress a partial block after this much quiet */
+#define SCAN_BUFFER (1u << 20) /* --sparse: what is read at a time to be scanned */
 
 struct reader {
     struct pipeline *p;
@@ -46,7 +56,18 @@ struct reader {
     bool unsummed_told;  /* ... that an LZ4 frame has none */
     /* -z: */
     XXH32_state_t content;   /* the LZ4 frame's content checksum, as read */
-    uint64_t pieces;         /* pieces queued: the weir stream's blocks */
+    uint64_t pieces;         /* pieces queued: the weir stream's blocks (and holes) */
+    /* holes in what is read as it is (pass-through, -z): */
+    struct stream_decoder *staged;   /* bytes read while sniffing, handed on first */
+    bool extents;            /* a regular file, read by its data extents */
+    struct sparse_extents ext;
+    bool seek_failed;        /* the last failure was lseek's, not read's */
+    uint64_t at;             /* offset in the data of the next byte handed on */
+    unsigned char *scan;     /* --sparse: bytes read, not yet judged or handed on */
+    size_t scan_pos, scan_end;
+    uint64_t scan_hole;      /* --sparse: a hole (of the file) after the scanned bytes */
+    bool scan_final;         /* the scanned bytes end at that hole or at the end */
+    bool scan_eof;           /* the input ended after them */
 };
 
 /* The stream_source behind every read of the input. */
@@ -121,6 +142,9 @@ static int read_failed(struct reader *r, struct weir_error *e)
     if (r->timed_out)
         return error_set(e, p->in.status, "%s: no progress for %g s", p->in.name,
                          p->cfg->tcp.io_timeout), STEP_FAIL;
+    if (r->seek_failed)
+        return error_sys(e, p->in.status, errno, "%s: lseek (looking for its holes)",
+                         p->in.name), STEP_FAIL;
     return error_sys(e, p->in.status, errno, "%s: read", p->in.name), STEP_FAIL;
 }
 
@@ -147,43 +171,195 @@ static void fill_publish(struct pipeline *p, size_t n)
     sync_unlock(&p->lock);
 }
 
+/* ---- holes in the input ---------------------------------------------------- */
+
+/* A hole of len bytes goes into the buffer; seq: its -z number. */
+static int add_hole(struct reader *r, uint64_t len, uint64_t seq)
+{
+    struct pipeline *p = r->p;
+    if (!ring_add_hole(&p->ring, len, seq))
+        return STEP_STOP;
+    sync_lock(&p->lock);
+    p->data_bytes += len;
+    p->hole_bytes += len;
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* The input as it is, by its extents: >0 bytes of data read into dst (at
+ * most cap), or 0 and *hole > 0 for a hole, or 0 and *hole 0 at the end;
+ * -1 with errno. */
+static ssize_t raw_next(struct reader *r, unsigned char *dst, size_t cap, uint64_t *hole)
+{
+    *hole = 0;
+    r->seek_failed = false;
+    if (r->staged && r->staged->pos < r->staged->end)
+        return (ssize_t)stream_take_staged(r->staged, dst, cap);   /* read while sniffing */
+    if (r->extents) {
+        uint64_t data;
+        if (sparse_extents_next(&r->ext, hole, &data)) {
+            r->seek_failed = true;
+            return -1;
+        }
+        if (*hole)
+            return 0;
+        if (data < cap)
+            cap = (size_t)data;
+    }
+    ssize_t n = source_read(r, dst, cap);
+    if (n > 0 && r->extents)
+        sparse_extents_read(&r->ext, (size_t)n);
+    return n;
+}
+
+/* Whether reading the input now would wait (a pipe with nothing in it). */
+static bool input_would_wait(struct reader *r)
+{
+    struct pipeline *p = r->p;
+    if (p->in.regular || (r->staged && r->staged->pos < r->staged->end) ||
+        p->ahead_pos < p->nahead)
+        return false;
+    struct pollfd pfd = {.fd = p->in.fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) <= 0;
+}
+
+/* --sparse: raw_next, with every grain of zeros in the data a hole too.
+ * Holes that follow each other are handed on as one, unless the input
+ * would make the reader wait before the next byte: then what was found
+ * goes on at once, so that a consumer is never kept from zeros that came
+ * before a pause. */
+static ssize_t scan_next(struct reader *r, unsigned char *dst, size_t cap, uint64_t *hole)
+{
+    uint64_t found = 0;   /* zeros and holes found so far */
+    *hole = 0;
+    for (;;) {
+        size_t have = r->scan_end - r->scan_pos;
+        if (have > 0) {
+            bool zero;
+            size_t run = sparse_run(r->scan + r->scan_pos, have, r->at, r->scan_final, &zero);
+            if (run > 0 && zero) {
+                found += run;
+                r->at += run;
+                r->scan_pos += run;
+                continue;
+            }
+            if (run > 0) {
+                if (found) {
+                    *hole = found;   /* the data waits for the next call */
+                    return 0;
+                }
+                size_t take = run < cap ? run : cap;
+                memcpy(dst, r->scan + r->scan_pos, take);
+                r->scan_pos += take;
+                r->at += take;
+                return (ssize_t)take;
+            }
+        }
+        if (r->scan_final && have == 0) {
+            /* the scanned bytes are all judged: then the hole or the end */
+            r->scan_final = false;
+            found += r->scan_hole;
+            r->at += r->scan_hole;
+            r->scan_hole = 0;
+            if (r->scan_eof) {
+                *hole = found;   /* 0: the end */
+                return 0;
+            }
+            continue;
+        }
+        if (found && input_would_wait(r)) {
+            *hole = found;
+            return 0;
+        }
+        /* read more after what waits to be judged (less than a grain) */
+        memmove(r->scan, r->scan + r->scan_pos, have);
+        r->scan_pos = 0;
+        r->scan_end = have;
+        uint64_t h;
+        ssize_t n = raw_next(r, r->scan + have, SCAN_BUFFER - have, &h);
+        if (n < 0)
+            return -1;
+        if (n > 0) {
+            r->scan_end += (size_t)n;
+        } else {
+            r->scan_final = true;
+            r->scan_hole = h;
+            r->scan_eof = h == 0;
+        }
+    }
+}
+
+/* The next piece of the input: data, a hole or the end (raw_next). */
+static ssize_t input_next(struct reader *r, unsigned char *dst, size_t cap, uint64_t *hole)
+{
+    if (r->p->cfg->sparse)
+        return scan_next(r, dst, cap, hole);
+    ssize_t n = raw_next(r, dst, cap, hole);
+    if (n > 0)
+        r->at += (uint64_t)n;
+    r->at += *hole;
+    return n;
+}
+
+/* Whether bytes wait in the reader's own buffers. */
+static bool input_buffered(const struct reader *r)
+{
+    return r->scan_end > r->scan_pos || r->scan_final;
+}
+
+/* Holes in what is read as it is: a regular file is read by its extents;
+ * --sparse scans through a buffer of its own. */
+static int plan_holes(struct reader *r, struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    if (p->in.regular && p->in.fd >= 0 && sparse_extents_init(&r->ext, p->in.fd) == 0)
+        r->extents = true;
+    if (p->cfg->sparse && !(r->scan = malloc(SCAN_BUFFER)))
+        return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s: --sparse's buffer", p->in.name),
+               STEP_FAIL;
+    return STEP_OK;
+}
+
 /* ---- pass-through --------------------------------------------------------- */
 
 static int pass_through(struct reader *r, struct stream_decoder *d, struct weir_error *e)
 {
     struct pipeline *p = r->p;
+    r->staged = d;
     for (;;) {
         unsigned char *dst;
         size_t cap;
         if (!ring_fill_reserve(&p->ring, 1, &dst, &cap))
             return STEP_STOP;
-        ssize_t n;
-        if (d && d->pos < d->end) {
-            n = (ssize_t)stream_take_staged(d, dst, cap);   /* bytes read while sniffing */
-        } else {
-            n = source_read(r, dst, cap);
-            if (n < 0)
-                return read_failed(r, e);
+        uint64_t hole;
+        ssize_t n = input_next(r, dst, cap, &hole);
+        if (n < 0)
+            return read_failed(r, e);
+        if (n > 0) {
+            fill_publish(p, (size_t)n);
+            continue;
         }
-        if (n == 0)
+        if (hole == 0)
             return STEP_OK;
-        fill_publish(p, (size_t)n);
+        if (add_hole(r, hole, 0) != STEP_OK)
+            return STEP_STOP;
     }
 }
 
 /* ---- -z: compress ------------------------------------------------------- */
 
-/* Fill a staging block: until full, end of input, or a pause in the input;
- * what is read is hashed at once, while it is in the cache, into the LZ4
- * frame's content checksum when an output writes the frame.  Returns
- * bytes read, or -1 with errno; *eof at end of input. */
-static ssize_t fill_staging(struct reader *r, unsigned char *buf, bool *eof)
+/* Fill a staging block: until full, end of input, a hole (*hole), or a
+ * pause in the input; what is read is hashed at once, while it is in the
+ * cache, into the LZ4 frame's content checksum when an output writes the
+ * frame.  Returns bytes read, or -1 with errno; *eof at end of input. */
+static ssize_t fill_staging(struct reader *r, unsigned char *buf, bool *eof, uint64_t *hole)
 {
     struct pipeline *p = r->p;
     size_t got = 0, unit = p->ring.unit;
     bool short_read = false;
+    *hole = 0;
     while (got < unit) {
-        if (short_read && got > 0 && p->ahead_pos >= p->nahead) {
+        if (short_read && got > 0 && p->ahead_pos >= p->nahead && !input_buffered(r)) {
             /* the producer paused: do not hold its data back for long */
             if (p->in.ops->wait(&p->in, POLLIN, IDLE_FLUSH_MS, &p->stop) != 0) {
                 if (errno == ETIMEDOUT)
@@ -191,11 +367,11 @@ static ssize_t fill_staging(struct reader *r, unsigned char *buf, bool *eof)
                 return -1;
             }
         }
-        ssize_t n = source_read(r, buf + got, unit - got);
+        ssize_t n = input_next(r, buf + got, unit - got, hole);
         if (n < 0)
             return -1;
         if (n == 0) {
-            *eof = true;
+            *eof = *hole == 0;
             break;
         }
         if (p->sums & CODEC_SUMS_FRAME)
@@ -212,7 +388,7 @@ static int compress_input(struct reader *r, struct weir_error *e)
     /* every output writes its header itself (session_begin, writer_open);
      * the chain starts from the weir header's bytes */
     unsigned char hdr[CODEC_HEADER_SIZE];
-    codec_header(hdr, p->piece_max, CODEC_HEADER_COMPRESSED);
+    codec_header(hdr, p->piece_max, CODEC_HEADER_COMPRESSED, CODEC_VERSION);
     sync_lock(&p->lock);
     p->chain = codec_chain_start(hdr);
     sync_unlock(&p->lock);
@@ -222,7 +398,8 @@ static int compress_input(struct reader *r, struct weir_error *e)
         uint32_t idx;
         if (!ring_take_block(&p->ring, 1, &idx))
             return STEP_STOP;
-        ssize_t n = fill_staging(r, pool_data(&p->ring.pool, idx), &eof);
+        uint64_t hole;
+        ssize_t n = fill_staging(r, pool_data(&p->ring.pool, idx), &eof, &hole);
         sync_lock(&p->lock);
         if (n <= 0) {
             ring_return_block_locked(&p->ring, idx);
@@ -236,6 +413,18 @@ static int compress_input(struct reader *r, struct weir_error *e)
         sync_unlock(&p->lock);
         if (n < 0)
             return read_failed(r, e);
+        if (hole) {
+            /* a number in the weir stream, zeros in the LZ4 frame */
+            if (p->sums & CODEC_SUMS_FRAME)
+                for (uint64_t left = hole; left > 0;) {
+                    size_t k = left < SPARSE_ZEROS_SIZE ? (size_t)left : SPARSE_ZEROS_SIZE;
+                    (void)XXH32_update(&r->content, sparse_zeros(), k);
+                    left -= k;
+                }
+            if (add_hole(r, hole, r->pieces++) != STEP_OK)
+                return STEP_STOP;
+            total += hole;
+        }
     }
     /* the frame's header declared the size: it must be true */
     if (p->sized && total != p->content_size)
@@ -447,11 +636,20 @@ static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *e
     }
 }
 
+/* A hole record of the stream. */
+static int sink_hole(void *ctx, uint64_t len, struct weir_error *e)
+{
+    (void)e;
+    return add_hole(ctx, len, 0);
+}
+
 /* Look at the input and run the matching loop. */
 static int read_input(struct reader *r, struct weir_error *e)
 {
     struct pipeline *p = r->p;
     const struct weir_config *c = p->cfg;
+    if ((p->encode || !p->may_decode || p->in_plain) && plan_holes(r, e) != STEP_OK)
+        return STEP_FAIL;
     if (p->encode)
         return compress_input(r, e);
     if (!p->may_decode)
@@ -477,7 +675,7 @@ static int read_input(struct reader *r, struct weir_error *e)
         struct decode_sink sink = {.ctx = r, .start = sink_start, .block = sink_block,
                                    .frame_start = sink_frame_start,
                                    .frame_end = sink_frame_end, .linked = sink_linked,
-                                   .legacy = sink_legacy};
+                                   .legacy = sink_legacy, .hole = sink_hole};
         rc = decode_stream(&d, &sink, e);
         if (rc == STEP_FAIL)
             rc = decode_failed(r, e);
@@ -490,7 +688,8 @@ static int read_input(struct reader *r, struct weir_error *e)
         if (p->in.is_socket)
             log_msg(p->log, LOG_INFO, "%s: plain bytes, not a weir stream: its end cannot be "
                     "verified", p->in.name);
-        rc = pipeline_carve(p, (size_t)c->block, e) ? STEP_FAIL : pass_through(r, &d, e);
+        rc = pipeline_carve(p, (size_t)c->block, e) || plan_holes(r, e) ? STEP_FAIL
+                                                                          : pass_through(r, &d, e);
     }
     stream_free(&d);
     return rc;
@@ -562,6 +761,7 @@ void *reader_main(void *arg)
     }
     free(r.big_in);
     free(r.big_out);
+    free(r.scan);
     rc = close_input(p, rc, &e);
     if (rc == STEP_OK && p->encode)
         rc = compress_end(&r);

@@ -42,14 +42,41 @@ static double fill_share(const struct stats_snapshot *s)
     return s->capacity ? (double)s->held / (double)s->capacity : 0;
 }
 
+/* "1.00 TiB" or "1.00 TiB, of which 1023 GiB holes" */
+static void total_with_holes(const struct stats_snapshot *s, char *buf, size_t len)
+{
+    char total[32], holes[32];
+    stats_bytes(s->data_bytes, total, sizeof total);
+    if (!s->hole_bytes) {
+        snprintf(buf, len, "%s", total);
+        return;
+    }
+    stats_bytes(s->hole_bytes, holes, sizeof holes);
+    snprintf(buf, len, "%s, of which %s holes", total, holes);
+}
+
+/* Data over wire, holes left out: the wire has only their records (an LZ4
+ * frame's blocks of zeros for them are not counted either). */
+static double ratio(const struct stats_snapshot *s)
+{
+    return (double)(s->data_bytes - s->hole_bytes) / (double)s->wire_bytes;
+}
+
+/* What the ETA is measured against: --size, else the input file's size
+ * (not when it is decoded: its data is larger than it). */
+static uint64_t expected(const struct stats_snapshot *s)
+{
+    return s->expect ? s->expect : s->decoding ? 0 : s->input_size;
+}
+
 void stats_status_line(const struct stats_snapshot *prev, const struct stats_snapshot *now,
                        char *buf, size_t len)
 {
     double dt = now->elapsed - prev->elapsed;
-    char in[32], out[32], total[32], el[16], bar[11];
+    char in[32], out[32], total[80], el[16], bar[11];
     stats_rate((double)(now->in_bytes - prev->in_bytes), dt, in, sizeof in);
     stats_rate((double)(now->out_bytes - prev->out_bytes), dt, out, sizeof out);
-    stats_bytes(now->data_bytes, total, sizeof total);
+    total_with_holes(now, total, sizeof total);
     stats_duration(now->elapsed, el, sizeof el);
     double fill = fill_share(now);
     int hashes = (int)(fill * 10 + 0.5);
@@ -60,9 +87,8 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
                      total, bar, fill * 100, el);
     if (n < 0 || (size_t)n >= len)
         return;
-    if (now->transform && now->wire_bytes)
-        n += snprintf(buf + n, len - (size_t)n, "  ratio %.2f",
-                      (double)now->data_bytes / (double)now->wire_bytes);
+    if (now->transform && now->wire_bytes && now->data_bytes > now->hole_bytes)
+        n += snprintf(buf + n, len - (size_t)n, "  ratio %.2f", ratio(now));
     if (now->waiting && (size_t)n < len) {
         char w[32] = "";
         if (now->peer_written)
@@ -72,12 +98,13 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
         if ((size_t)n >= len)
             return;
     }
-    if (now->expect && (size_t)n < len) {
-        double done = (double)now->data_bytes / (double)now->expect;
+    uint64_t expect = expected(now);
+    if (expect && (size_t)n < len) {
+        double done = (double)now->data_bytes / (double)expect;
         double rate = now->elapsed > 0 ? (double)now->data_bytes / now->elapsed : 0;
         char eta[16] = "?";
         if (rate > 0 && done < 1)
-            stats_duration(((double)now->expect - (double)now->data_bytes) / rate, eta,
+            stats_duration(((double)expect - (double)now->data_bytes) / rate, eta,
                            sizeof eta);
         else if (done >= 1)
             snprintf(eta, sizeof eta, "0:00");
@@ -158,22 +185,23 @@ const char *stats_output_state_name(enum stats_output_state state)
 
 void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, size_t len)
 {
-    char total[32], rate[32], el[32];
-    stats_bytes(s->data_bytes, total, sizeof total);
+    char total[80], rate[32], el[32];
+    total_with_holes(s, total, sizeof total);
     stats_rate((double)s->data_bytes, s->elapsed, rate, sizeof rate);
     snprintf(el, sizeof el, "%.2f s", s->elapsed);
     double empty, full;
     stats_shares(s, &empty, &full);
-    int n = snprintf(buf, len, "summary: %s%s in %s, %s", complete ? "" : "INCOMPLETE: ",
-                     total, el, rate);
+    int n = snprintf(buf, len, "summary: %s%s%s in %s, %s", complete ? "" : "INCOMPLETE: ",
+                     total, s->hole_bytes ? "," : "", el, rate);
     if (n < 0 || (size_t)n >= len)
         return;
     if (s->transform && s->wire_bytes) {
         char wire[32], wrate[32];
         stats_bytes(s->wire_bytes, wire, sizeof wire);
         stats_rate((double)s->wire_bytes, s->elapsed, wrate, sizeof wrate);
-        n += snprintf(buf + n, len - (size_t)n, "; wire %s, %s, ratio %.2f", wire, wrate,
-                      (double)s->data_bytes / (double)s->wire_bytes);
+        n += snprintf(buf + n, len - (size_t)n, "; wire %s, %s", wire, wrate);
+        if (n >= 0 && (size_t)n < len && s->data_bytes > s->hole_bytes)
+            n += snprintf(buf + n, len - (size_t)n, ", ratio %.2f", ratio(s));
         if (n < 0 || (size_t)n >= len)
             return;
     }

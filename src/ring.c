@@ -38,8 +38,10 @@ int ring_carve_locked(struct ring *r, size_t block, size_t unit, uint64_t nblock
 {
     if (pool_carve(&r->pool, block, (uint32_t)nblocks, err))
         return -1;
+    /* a slot for every block, one for every hole beside them (ring_add_hole
+     * keeps to that), and one spare */
     uint64_t size = 1;
-    while (size < nblocks + 1)
+    while (size < 2 * nblocks + 1)
         size <<= 1;
     r->slot = calloc(size, sizeof *r->slot);
     if (!r->slot)
@@ -93,7 +95,11 @@ void ring_release_locked(struct ring *r)
     r->min_out = min_bytes;
     bool freed = false;
     while (r->tail < min_seq) {
-        pool_release_locked(&r->pool, slot_at(r, r->tail)->block);
+        const struct ring_slot *s = slot_at(r, r->tail);
+        if (s->hole)
+            r->hole_slots--;
+        else
+            pool_release_locked(&r->pool, s->block);
         r->tail++;
         freed = true;
     }
@@ -251,6 +257,48 @@ void ring_fill_publish_locked(struct ring *r, size_t n)
     sync_broadcast(&r->data_cv);
 }
 
+bool ring_add_hole(struct ring *r, uint64_t len, uint64_t seq)
+{
+    sync_lock(r->lock);
+    while (r->hole_slots >= r->pool.nblocks && !atomic_load(r->stop)) {
+        /* as full as it gets: -P's gate opens, as in ring_take_block */
+        if (!r->gate_open) {
+            r->gate_open = true;
+            sync_broadcast(&r->data_cv);
+        }
+        double t0 = clock_now();
+        sync_wait(&r->space_cv, r->lock);
+        r->t_full += clock_now() - t0;
+    }
+    if (atomic_load(r->stop)) {
+        sync_unlock(r->lock);
+        return false;
+    }
+    struct ring_slot hole = {.block = RING_NO_BLOCK, .present = true, .sealed = true,
+                             .hole = len, .hole_seq = seq};
+    struct ring_slot *last = r->head > r->tail ? slot_at(r, r->head - 1) : NULL;
+    if (r->filling && last->len == 0 && !r->on_ready) {
+        /* nothing was published in the filling slot: it becomes the hole
+         * (a cursor there has read nothing of it) */
+        pool_release_locked(&r->pool, last->block);
+        r->filling = false;
+        *last = hole;
+        sync_broadcast(&r->data_cv);
+    } else {
+        ring_seal_locked(r);
+        *slot_at(r, r->head++) = hole;
+        advance_ready_locked(r);
+    }
+    r->hole_slots++;
+    sync_unlock(r->lock);
+    return true;
+}
+
+uint64_t ring_hole_seq_locked(const struct ring *r, uint64_t seq)
+{
+    return slot_at(r, seq)->hole_seq;
+}
+
 bool ring_wait_settled_locked(struct ring *r)
 {
     while (r->ready != r->head && !atomic_load(r->stop))
@@ -316,6 +364,12 @@ int ring_peek_locked(struct ring *r, struct ring_cursor *c, const unsigned char 
 {
     while (c->seq < r->ready) {
         struct ring_slot *s = slot_at(r, c->seq);
+        if (s->hole > c->off) {
+            *src = NULL;
+            *n = (size_t)(s->hole - c->off);
+            c->hole_seq = s->hole_seq;
+            return RING_HOLE;
+        }
         if (s->len > c->off) {
             *src = pool_data(&r->pool, s->block) + c->off;
             *n = s->len - c->off;
@@ -335,8 +389,9 @@ int ring_next(struct ring *r, struct ring_cursor *c, const unsigned char **src, 
     sync_lock(r->lock);
     int rc = RING_STOP;
     while (!atomic_load(c->halt)) {
-        if (r->gate_open && ring_peek_locked(r, c, src, n) == RING_DATA) {
-            rc = RING_DATA;
+        int got = r->gate_open ? ring_peek_locked(r, c, src, n) : RING_END;
+        if (got != RING_END) {
+            rc = got;
             break;
         }
         if (!r->gate_open && c->seq < r->ready) {
@@ -355,12 +410,29 @@ int ring_next(struct ring *r, struct ring_cursor *c, const unsigned char **src, 
     return rc;
 }
 
+/* What a slot holds for a cursor: its hole, or its published bytes. */
+static uint64_t slot_extent(const struct ring_slot *s)
+{
+    return s->hole ? s->hole : s->len;
+}
+
 void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n)
 {
-    c->off += n;
-    c->bytes += n;
     struct ring_slot *s = slot_at(r, c->seq);
-    if (s->sealed && c->off == s->len) {
+    /* a slot read to its end before it was sealed (a hole, or a worker's
+     * block, came after it) is behind a cursor that moves on: one that
+     * seals ahead (ring_range_locked) has stepped over it already */
+    while (c->seq < r->ready && s->sealed && c->off == slot_extent(s) && n > 0) {
+        c->seq++;
+        c->off = 0;
+        s = slot_at(r, c->seq);
+    }
+    c->off += n;
+    if (s->hole)
+        c->holes += n;
+    else
+        c->bytes += n;
+    if (s->sealed && c->off == slot_extent(s)) {
         c->seq++;
         c->off = 0;
     }
@@ -374,6 +446,11 @@ int ring_range_locked(struct ring *r, uint64_t *seq, size_t *off, const unsigned
         return RING_END;
     while (*seq < r->ready) {
         struct ring_slot *s = slot_at(r, *seq);
+        if (s->hole > *off) {
+            *src = NULL;
+            *n = (size_t)(s->hole - *off);
+            return RING_HOLE;
+        }
         if (s->len > *off) {
             *src = pool_data(&r->pool, s->block) + *off;
             *n = s->len - *off;

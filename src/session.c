@@ -140,15 +140,17 @@ int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
     size_t n = 0;
     if (s->greet && !s->greeted)
         n += codec_greeting(hello, CODEC_ROLE_SENDER, CODEC_FEATURES);
+    s->version = (s->peer_features & CODEC_FEATURE_HOLES) ? CODEC_VERSION : 1;
     if (s->frame) {
         /* the AEAD tags of sealed records authenticate every stored block,
          * so hashing them again would only cost a pass over the data */
         s->unsummed = s->t->sealed != NULL;
-        codec_header(hello + n, s->block_max, s->unsummed ? CODEC_HEADER_SEALED : 0);
+        codec_header(hello + n, s->block_max, s->unsummed ? CODEC_HEADER_SEALED : 0,
+                     s->version);
         s->chain = codec_chain_start(hello + n);
         n += CODEC_HEADER_SIZE;
     } else if (s->compressed) {
-        n += codec_header(hello + n, s->block_max, CODEC_HEADER_COMPRESSED);
+        n += codec_header(hello + n, s->block_max, CODEC_HEADER_COMPRESSED, s->version);
     }
     s->spoke = true;
     if (n > 0 && transport_write_all(s->t, hello, n, timeout_ms, stop)) {
@@ -200,6 +202,28 @@ ssize_t session_frame(struct session_out *s, const unsigned char *src, size_t n,
     s->total += n;
     s->chain = codec_chain(s->chain, hash, (uint32_t)n);
     return (ssize_t)n;
+}
+
+bool session_holes(const struct session_out *s)
+{
+    return s->version >= 2;
+}
+
+int session_hole(struct session_out *s, uint64_t seq, uint64_t len, int timeout_ms,
+                 atomic_bool *stop)
+{
+    if (s->frame)
+        seq = s->seq;
+    codec_hole(s->hole, seq, len);
+    struct iovec iov = {s->hole, sizeof s->hole};
+    if (write_frame(s, &iov, 1, timeout_ms, stop))
+        return -1;
+    if (s->frame) {
+        s->seq++;
+        s->total += len;
+        s->chain = codec_chain_hole(s->chain, codec_get64(s->hole + CODEC_HOLE_SIZE - 8), len);
+    }
+    return 0;
 }
 
 int session_trailer(struct session_out *s, int timeout_ms, atomic_bool *stop)

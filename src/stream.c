@@ -175,6 +175,7 @@ static bool weir_record_like(const unsigned char *p)
     case 'B':
         return len == 24 && all_zero(p + 9, 3);
     case 'T':
+    case 'Z':
         return len == 32 && all_zero(p + 9, 7);
     case 'S':
     case 'A':
@@ -279,6 +280,7 @@ static int parse_header(struct stream_decoder *d, struct weir_error *err)
     if (codec_parse_record(p, 8 + len, &r, why, sizeof why))
         return corrupt(d, err, d->offset, why);
     d->block_max = r.block_max;
+    d->version = r.version;
     d->compressed = (r.flags & CODEC_HEADER_COMPRESSED) != 0;
     d->unsummed = (r.flags & CODEC_HEADER_SEALED) != 0;
     if (d->unsummed && !d->src.sealed)
@@ -327,8 +329,40 @@ static int parse_abort(struct stream_decoder *d, uint32_t len, struct weir_error
                      "sender: %s", r.msg);
 }
 
-/* A weir record where a block or the trailer may stand. 0: trailer read. */
-static int parse_record(struct stream_decoder *d, struct weir_error *err)
+/* A hole record (version 2): numbered and chained like a block. */
+static int parse_hole(struct stream_decoder *d, uint32_t len, struct stream_block *b,
+                      struct weir_error *err)
+{
+    if (d->version < 2)
+        return corrupt(d, err, d->offset, "hole record in a version 1 weir stream");
+    struct codec_record r;
+    char why[96];
+    if (codec_parse_record(d->stage + d->pos, 8 + len, &r, why, sizeof why))
+        return corrupt(d, err, d->offset, why);
+    if (r.seq != d->seq) {
+        char what[96];
+        snprintf(what, sizeof what, "hole %llu arrived where block %llu belongs",
+                 (unsigned long long)r.seq, (unsigned long long)d->seq);
+        return corrupt(d, err, d->offset, what);
+    }
+    if (r.bytes > CODEC_TOTAL_MAX - d->total)
+        return corrupt(d, err, d->offset, "hole beyond the largest file offset");
+    memset(b, 0, sizeof *b);
+    b->hole = true;
+    b->hole_len = r.bytes;
+    b->seq = r.seq;
+    b->wire_off = d->offset;
+    consume(d, 8 + len);
+    d->seq++;
+    d->total += r.bytes;
+    d->chain = codec_chain_hole(d->chain, r.sum, r.bytes);
+    return 1;
+}
+
+/* A weir record where a block or the trailer may stand. 0: trailer read;
+ * 1: a hole in *b. */
+static int parse_record(struct stream_decoder *d, struct stream_block *b,
+                        struct weir_error *err)
 {
     uint32_t len;
     if (read_record(d, &len, "inside a record", err))
@@ -338,6 +372,8 @@ static int parse_record(struct stream_decoder *d, struct weir_error *err)
         return parse_trailer(d, len, err);
     if (type == 'A')
         return parse_abort(d, len, err);
+    if (type == 'Z')
+        return parse_hole(d, len, b, err);
     return corrupt(d, err, d->offset, "unexpected weir record");
 }
 
@@ -423,8 +459,9 @@ int stream_next(struct stream_decoder *d, struct stream_block *b, struct weir_er
             return parse_frame_start(d, b, err);
         if (magic != CODEC_WEIR_MAGIC)
             return corrupt(d, err, d->offset, "corrupt weir stream: no frame starts here");
-        if (parse_record(d, err))
-            return -1;
+        r = parse_record(d, b, err);
+        if (r != 0)
+            return r;
     }
 }
 
@@ -502,6 +539,8 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
     if (b->raw_len > d->block_max || b->raw_len == 0 ||
         (b->stored && b->raw_len != b->wire_len))
         return corrupt(d, err, b->wire_off, "block record does not fit its block");
+    if (b->raw_len > CODEC_TOTAL_MAX - d->total)
+        return corrupt(d, err, b->wire_off, "block beyond the largest file offset");
     consume(d, 8 + len);
     d->seq++;
     d->total += b->raw_len;

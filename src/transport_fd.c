@@ -381,6 +381,54 @@ int transport_sync(struct transport *t, struct weir_error *err)
     return 0;
 }
 
+bool transport_skips_holes(const struct transport *t)
+{
+    if (t->kind != TRANSPORT_FD || !t->regular || t->fd < 0)
+        return false;
+    int flags = fcntl(t->fd, F_GETFL);
+    if (flags < 0 || (flags & O_APPEND))
+        return false;   /* every write lands at the end, wherever weir seeks */
+    struct stat st;
+    off_t at = lseek(t->fd, 0, SEEK_CUR);
+    if (at < 0 || fstat(t->fd, &st) != 0)
+        return false;
+    /* bytes beyond the offset (weir 1<>file) would show through a skip */
+    return st.st_size <= at;
+}
+
+int transport_skip(struct transport *t, uint64_t n, struct weir_error *err)
+{
+    off_t at = lseek(t->fd, 0, SEEK_CUR);
+    if (at < 0)
+        return error_sys(err, t->status, errno, "%s: lseek", t->name);
+    if (n > (uint64_t)INT64_MAX - (uint64_t)at)
+        return error_set(err, t->status, "%s: a hole of %llu bytes at %lld goes beyond the "
+                         "largest file offset", t->name, (unsigned long long)n, (long long)at);
+    if (lseek(t->fd, at + (off_t)n, SEEK_SET) < 0)
+        return error_sys(err, t->status, errno, "%s: lseek over a hole of %llu bytes", t->name,
+                         (unsigned long long)n);
+    return 0;
+}
+
+int transport_end_holes(struct transport *t, bool dsync, struct weir_error *err)
+{
+    off_t at = lseek(t->fd, 0, SEEK_CUR);
+    struct stat st;
+    if (at < 0)
+        return error_sys(err, t->status, errno, "%s: lseek", t->name);
+    if (fstat(t->fd, &st) != 0)
+        return error_sys(err, t->status, errno, "%s: fstat", t->name);
+    if (st.st_size >= at)
+        return 0;
+    if (ftruncate(t->fd, at) != 0)
+        return error_sys(err, t->status, errno, "%s: ftruncate to %lld bytes (the hole at its "
+                         "end)", t->name, (long long)at);
+    if (dsync && fdatasync(t->fd) != 0)
+        return error_sys(err, t->status, errno,
+                         "%s: fdatasync (the data may not be on stable storage)", t->name);
+    return 0;
+}
+
 void transport_discard(struct transport *t)
 {
     if (t->created && t->path) {

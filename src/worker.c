@@ -48,7 +48,8 @@ static void seal_one(struct worker *w, struct seal_job *j)
         }
         w->seal_ready[i] = true;
     }
-    if (!o->session.frame) {
+    if (!o->session.frame || j->hole) {
+        /* a -z piece as it is, or a hole record */
         j->out_len = seal_record(&w->seal[i], j->num, j->flags, j->src, j->len, j->out);
         return;
     }

@@ -21,6 +21,13 @@
  * A file is flushed to stable storage before it counts as complete; a
  * consumer command counts once it has exited 0.
  *
+ * Holes in the data (a slot of the buffer each) leave as the output can
+ * take them (enum output_holes): a regular file skips them with lseek and
+ * sets its size at the end, so that a trailing hole is kept; a weir
+ * receiver that takes holes gets one record each; an LZ4 frame (-z to a
+ * file or pipe), which has no holes, gets blocks of compressed zeros;
+ * anything else is written the zeros.
+ *
  * Every step returns a weir_step (error.h).
  */
 #include <errno.h>
@@ -35,6 +42,7 @@
 #include "pipeline_int.h"
 #include "weir/codec.h"
 #include "weir/io.h"
+#include "weir/sparse.h"
 #include "weir/sync.h"
 
 #define CONSUMER_PATIENCE 2.0   /* seconds a consumer that closed its input has to exit */
@@ -113,6 +121,112 @@ static ssize_t write_piece(struct output *o, const unsigned char *src, size_t li
     return w;
 }
 
+/* ---- holes ---------------------------------------------------------------- */
+
+#define ZERO_BLOCKS_AT_ONCE 64   /* HOLES_FRAME: whole blocks of zeros per write */
+
+static int refuse_hole(struct output *o, struct weir_error *e)
+{
+    return error_set(e, WEIR_EXIT_NETWORK, "%s: the data has holes, and the receiver (an "
+                     "older weir) cannot take them in a compressed stream: upgrade it, or "
+                     "send without -z", o->t.name), STEP_FAIL;
+}
+
+static int hole_write_failed(struct output *o, struct weir_error *e)
+{
+    if (errno == EPIPE && o->has_child)
+        return consumer_quit(o, e);
+    return write_error(o, e, "write");
+}
+
+/* HOLES_FRAME: blocks of compressed zeros (codec_zero_block), the whole
+ * ones from one buffer made once; *done is the raw bytes they hold. */
+static int write_zero_blocks(struct output *o, size_t n, int tmo, size_t *done,
+                             struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    size_t full = p->piece_max, cap = full / 255 + 72;
+    if (!o->zero_frame) {
+        o->zero_frame = malloc(2 * cap);
+        if (!o->zero_frame)
+            return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
+        o->zero_frame_len = codec_zero_block(o->zero_frame, cap, sparse_zeros(), full);
+    }
+    struct iovec iov[ZERO_BLOCKS_AT_ONCE];
+    int cnt = 0;
+    size_t raw = 0, bytes = 0;
+    if (n >= full) {
+        for (; cnt < ZERO_BLOCKS_AT_ONCE && raw + full <= n; cnt++, raw += full)
+            iov[cnt] = (struct iovec){o->zero_frame, o->zero_frame_len};
+        bytes = (size_t)cnt * o->zero_frame_len;
+    } else {
+        unsigned char *tail = o->zero_frame + cap;
+        bytes = codec_zero_block(tail, cap, sparse_zeros(), n);
+        iov[cnt++] = (struct iovec){tail, bytes};
+        raw = n;
+    }
+    if (o->zero_frame_len == 0 || iov[0].iov_len == 0)
+        return error_set(e, WEIR_EXIT_INTERNAL, "%s: zeros did not compress", o->t.name),
+               STEP_FAIL;
+    if (transport_writev_all(&o->t, iov, cnt, tmo, &o->halt))
+        return hole_write_failed(o, e);
+    *done = raw;
+    return ratelimit_take(&o->rl, bytes, &o->halt) ? STEP_STOP : STEP_OK;
+}
+
+/* A hole at the cursor, n bytes of it left: skip it, send its record, or
+ * write (some of) its zeros.  *done: how much of it is behind. */
+static int write_hole(struct output *o, size_t n, int tmo, size_t *done, struct weir_error *e)
+{
+    *done = 0;
+    switch (o->holes) {
+    case HOLES_SKIP:
+        if (transport_skip(&o->t, n, e))
+            return STEP_FAIL;
+        o->skipped = true;
+        *done = n;
+        return STEP_OK;
+    case HOLES_RECORD:
+        if (session_hole(&o->session, o->cur.hole_seq, n, tmo, &o->halt))
+            return write_error(o, e, "write");
+        *done = n;
+        return STEP_OK;
+    case HOLES_REFUSED:
+        return refuse_hole(o, e);
+    case HOLES_FRAME:
+        return write_zero_blocks(o, n, tmo, done, e);
+    case HOLES_ZEROS:
+        break;
+    }
+    size_t chunk = ratelimit_chunk(&o->rl, n < SPARSE_ZEROS_SIZE ? n : SPARSE_ZEROS_SIZE);
+    ssize_t w;
+    if (o->session.frame) {
+        w = session_frame(&o->session, sparse_zeros(), chunk, tmo, &o->halt);
+    } else {
+        struct iovec iov = {(void *)sparse_zeros(), chunk};
+        w = o->t.ops->writev(&o->t, &iov, 1, tmo, &o->halt);
+    }
+    if (w < 0)
+        return hole_write_failed(o, e);
+    *done = (size_t)w;
+    return ratelimit_take(&o->rl, (size_t)w, &o->halt) ? STEP_STOP : STEP_OK;
+}
+
+/* Decide how this output passes holes, once it is open and greeted. */
+static void plan_holes(struct output *o)
+{
+    struct pipeline *p = o->p;
+    if (p->encode)
+        o->holes = o->form == CODEC_FORM_FRAME ? HOLES_FRAME
+                   : session_holes(&o->session) ? HOLES_RECORD : HOLES_REFUSED;
+    else if (o->session.frame)
+        o->holes = session_holes(&o->session) ? HOLES_RECORD : HOLES_ZEROS;
+    else
+        o->holes = transport_skips_holes(&o->t) ? HOLES_SKIP : HOLES_ZEROS;
+}
+
+/* ---- the data --------------------------------------------------------------- */
+
 static int writer_loop(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
@@ -125,6 +239,16 @@ static int writer_loop(struct output *o, struct weir_error *e)
             return STEP_OK;
         if (r == RING_STOP)
             return STEP_STOP;
+        if (r == RING_HOLE) {
+            size_t done;
+            int rc = write_hole(o, n, tmo, &done, e);
+            if (rc != STEP_OK)
+                return rc;
+            sync_lock(&p->lock);
+            ring_advance_locked(&p->ring, &o->cur, done);
+            sync_unlock(&p->lock);
+            continue;
+        }
         n = ratelimit_chunk(&o->rl, n);
         if (o->session.compressed && o->session.greet) {
             /* -z: the last bytes carry the trailer; a success answer may
@@ -172,14 +296,48 @@ static int writer_loop(struct output *o, struct weir_error *e)
 static void queue_seals_locked(struct output *o)
 {
     struct pipeline *p = o->p;
-    while (o->ahead_count < SEAL_AHEAD) {
+    while (o->ahead_count < SEAL_AHEAD && !o->hole_refused) {
         const unsigned char *src;
         size_t n;
-        if (ring_range_locked(&p->ring, &o->q_seq, &o->q_off, &src, &n) != RING_DATA)
+        int got = ring_range_locked(&p->ring, &o->q_seq, &o->q_off, &src, &n);
+        if (got == RING_END)
             return;
+        struct seal_job *j = &o->ahead[(o->ahead_head + o->ahead_count) % SEAL_AHEAD];
+        j->hole = false;
+        if (got == RING_HOLE && o->holes == HOLES_REFUSED) {
+            o->hole_refused = true;   /* its writer says so */
+            return;
+        }
+        if (got == RING_HOLE && o->holes == HOLES_RECORD) {
+            /* one record: numbered in order here when framed, by the reader for -z */
+            uint64_t num = o->session.frame ? o->next_frame_seq++
+                                            : ring_hole_seq_locked(&p->ring, o->q_seq);
+            codec_hole(j->rec, num, n);
+            j->hole = true;
+            j->hole_len = n;
+            j->seq = o->q_seq;
+            j->off = o->q_off;
+            j->src = j->rec;
+            j->len = CODEC_HOLE_SIZE;
+            j->step = n;
+            j->flags = 0;
+            j->num = transport_sealed_numbers(&o->t, 1);
+            j->frame_seq = 0;
+            j->out_len = 0;
+            j->done = false;
+            o->ahead_count++;
+            o->q_off += j->step;
+            seal_queue_locked(p, j);
+            continue;
+        }
+        if (got == RING_HOLE) {
+            /* framed, to a weir that takes no holes: stored blocks of zeros */
+            src = sparse_zeros();
+            if (n > SPARSE_ZEROS_SIZE)
+                n = SPARSE_ZEROS_SIZE;
+        }
         if (o->session.frame && n > o->session.block_max)
             n = o->session.block_max;
-        struct seal_job *j = &o->ahead[(o->ahead_head + o->ahead_count) % SEAL_AHEAD];
         j->seq = o->q_seq;
         j->off = o->q_off;
         j->len = j->step = n;
@@ -226,7 +384,13 @@ static int write_sealed(struct output *o, struct seal_job *j, int tmo, struct we
         sent += (size_t)w;
         io_iov_advance(&v, &left, (size_t)w);
     }
-    if (o->session.frame) {
+    if (o->session.frame && j->hole) {
+        o->session.seq++;
+        o->session.total += j->hole_len;
+        o->session.chain = codec_chain_hole(o->session.chain,
+                                            codec_get64(j->rec + CODEC_HOLE_SIZE - 8),
+                                            j->hole_len);
+    } else if (o->session.frame) {
         o->session.seq++;
         o->session.total += j->len;
         o->session.chain = codec_chain(o->session.chain, j->hash, (uint32_t)j->len);
@@ -260,6 +424,10 @@ static int sealed_loop(struct output *o, struct weir_error *e)
         }
         queue_seals_locked(o);
         struct seal_job *j = &o->ahead[o->ahead_head];
+        if (o->hole_refused && o->ahead_count == 0) {
+            sync_unlock(&p->lock);
+            return refuse_hole(o, e);
+        }
         if (o->ahead_count > 0 && j->done) {
             sync_unlock(&p->lock);
             int rc = write_sealed(o, j, tmo, e);
@@ -615,6 +783,7 @@ static int writer_open(struct output *o, struct weir_error *e)
     }
     if (session_begin(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
         return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+    plan_holes(o);
     if (p->encode && o->form == CODEC_FORM_FRAME) {
         /* the header of the one LZ4 frame; the pieces follow, the end
          * comes from the buffer's last slot */
@@ -654,6 +823,9 @@ static int writer_end(struct output *o, struct weir_error *e)
                              "may not all have arrived", o->t.name), STEP_FAIL;
         return STEP_FAIL;
     }
+    /* the size first: a trailing hole is part of the file */
+    if (o->skipped && transport_end_holes(&o->t, p->cfg->dsync, e))
+        return STEP_FAIL;
     /* success is only reported for data a crash cannot take back */
     if (!p->cfg->no_sync && (o->t.regular || o->t.blockdev)) {
         sync_lock(&p->lock);
@@ -788,6 +960,8 @@ void *writer_main(void *arg)
     sync_lock(&p->lock);
     o->state = closed == STEP_OK ? STATS_OUT_DONE : STATS_OUT_STOPPED;
     sync_unlock(&p->lock);
+    free(o->zero_frame);
+    o->zero_frame = NULL;
     if (p->tls_client && o->spec->kind == WEIR_OUT_TCP) {
         sync_lock(&p->lock);
         p->sealing_writers--;   /* the workers may go once the reader is done too */

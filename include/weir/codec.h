@@ -6,19 +6,25 @@
  * allocation; any thread may call them.  doc/stream-format.md is the
  * normative description of what they produce; in short:
  *
- *   stream  = header-record { block-frame block-record } trailer-record
+ *   stream  = header-record { block-frame block-record | hole-record }
+ *             trailer-record
  *   block-frame  = one LZ4 frame holding exactly one independent block
  *                  (stored raw when compression does not pay) and an EndMark
  *   *-record     = an LZ4 skippable frame, magic 0x184D2A57, whose payload
  *                  starts with a type byte: 'H' header, 'B' block checksum,
- *                  'T' trailer, 'S' receiver status, 'A' sender abort,
- *                  'G' greeting and 'K' keepalive (connections only)
+ *                  'Z' hole (version 2), 'T' trailer, 'S' receiver status,
+ *                  'A' sender abort, 'G' greeting and 'K' keepalive
+ *                  (connections only)
  *
  * All integers are little-endian.  Each block's checksum is XXH3-64 of its
  * raw data seeded with its sequence number (for a compressed block, folded
  * with its compressed bytes: codec_wire_hash); the trailer carries the byte
  * count, the block count and a chain hash over all block checksums, so a
  * dropped, duplicated, reordered, truncated or altered block is caught.
+ * Version 2 adds the hole record: a run of zeros carried as its length,
+ * numbered and chained like a block.  A sender writes version 2 only to a
+ * receiver whose greeting offers CODEC_FEATURE_HOLES; an older reader
+ * refuses a version 2 header ("unsupported weir stream version 2").
  *
  * That stream travels only between two weirs.  Files, pipes and commands
  * get one standard LZ4 frame instead, which every LZ4 decoder reads whole:
@@ -43,7 +49,8 @@
 #define CODEC_SKIP_MAGIC_MIN 0x184D2A50u
 #define CODEC_SKIP_MAGIC_MAX 0x184D2A5Fu
 #define CODEC_WEIR_MAGIC 0x184D2A57u
-#define CODEC_VERSION 1
+#define CODEC_VERSION 2               /* the newest stream format: 2 has hole records */
+#define CODEC_VERSION_OLDEST 1        /* the oldest this weir reads and writes */
 #define CODEC_BLOCK_MAX (4u << 20)    /* the largest LZ4 frame block */
 #define CODEC_LEGACY_MAGIC 0x184C2102u
 #define CODEC_LEGACY_BLOCK (8u << 20) /* a legacy block's raw size (the last may be less) */
@@ -55,6 +62,9 @@
 #define CODEC_FRAME_SUFFIX 36         /* EndMark + 'B' record (8 + 24) */
 #define CODEC_BLOCK_OVERHEAD (CODEC_FRAME_PREFIX + CODEC_FRAME_SUFFIX)
 #define CODEC_TRAILER_SIZE 40         /* 8 + 32 */
+#define CODEC_HOLE_SIZE 40            /* 8 + 32: type, length, sequence number, checksum */
+/* The most a stream holds, holes included: every byte of it is a file offset. */
+#define CODEC_TOTAL_MAX ((uint64_t)INT64_MAX)
 #define CODEC_LZ4_HEADER_MAX 15       /* an LZ4 frame header with its content size */
 #define CODEC_LZ4_END 8               /* EndMark and content checksum */
 /* -z's pieces: a block frame and its record (the weir form) with the
@@ -87,8 +97,9 @@
 /* Greeting features: what an end can do.  Both ends use what both offer. */
 #define CODEC_FEATURE_KEEPALIVE 0x1u  /* the receiver sends 'K' while it works */
 #define CODEC_FEATURE_KEY 0x2u        /* this end has a key and talks only encrypted */
-#define CODEC_FEATURES CODEC_FEATURE_KEEPALIVE   /* offered by every end */
-#define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY)
+#define CODEC_FEATURE_HOLES 0x4u      /* the receiver reads stream version 2 (holes) */
+#define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES)   /* every end's */
+#define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | CODEC_FEATURE_HOLES)
 #define CODEC_KEEPALIVE_SECS 0.5      /* how often a receiver sends 'K' */
 #define CODEC_SILENCE_MIN 2.0         /* a sender's --timeout for the answer, at least */
 
@@ -96,7 +107,7 @@ enum codec_role { CODEC_ROLE_RECEIVER = 'R', CODEC_ROLE_SENDER = 'S' };
 
 /* One parsed weir record.  Which fields are set depends on the type. */
 struct codec_record {
-    unsigned char type;          /* 'H' 'B' 'T' 'S' 'A' 'G' 'K' */
+    unsigned char type;          /* 'H' 'Z' 'S' 'A' 'G' 'K' ('B' and 'T': stream.c) */
     /* H */
     unsigned version, flags;
     uint32_t block_max;
@@ -107,10 +118,13 @@ struct codec_record {
     /* K */
     unsigned phase;
     /* S, A: code and message; S and K: bytes written; S: the chain of the
-     * stream it received (the trailer's), which binds a success to it */
+     * stream it received (the trailer's), which binds a success to it;
+     * Z: bytes is the hole's length */
     int code;
     uint64_t bytes;
     uint64_t chain;
+    /* Z: its sequence number and checksum */
+    uint64_t seq, sum;
     char msg[CODEC_STATUS_MAX + 1];
 };
 
@@ -140,14 +154,19 @@ static inline uint64_t codec_get64(const unsigned char *p)
 unsigned codec_bd_code(uint32_t block_max);
 uint32_t codec_bd_size(unsigned code);
 
-/* Header record; returns CODEC_HEADER_SIZE. */
-size_t codec_header(unsigned char *dst, uint32_t block_max, unsigned flags);
+/* Header record of stream version (CODEC_VERSION_OLDEST..CODEC_VERSION);
+ * returns CODEC_HEADER_SIZE. */
+size_t codec_header(unsigned char *dst, uint32_t block_max, unsigned flags, unsigned version);
 /* Frame header and block size word for one block of wire_len payload bytes. */
 size_t codec_frame_prefix(unsigned char *dst, uint32_t block_max, uint32_t wire_len,
                           bool stored);
 /* EndMark and 'B' record. */
 size_t codec_frame_suffix(unsigned char *dst, uint64_t seq, uint32_t raw_len, uint64_t hash);
 size_t codec_trailer(unsigned char *dst, uint64_t total, uint64_t nblocks, uint64_t chain);
+/* 'Z' record (version 2): a hole of len (> 0) bytes of zeros, numbered seq
+ * like a block, ending in a checksum of its first 32 bytes.  Returns
+ * CODEC_HOLE_SIZE. */
+size_t codec_hole(unsigned char *dst, uint64_t seq, uint64_t len);
 /* 'S' record: code 0 is success; msg may be NULL.  dst holds
  * CODEC_RECORD_MAX bytes; chain is the received stream's (its trailer's)
  * chain, so that a success answer vouches for that very stream.  G, K, S and A records end in an XXH3-64 of
@@ -184,9 +203,13 @@ uint64_t codec_block_hash(const void *data, size_t len, uint64_t seq);
  * (a change LZ4 would decode to the same data is caught as well). */
 uint64_t codec_wire_hash(uint64_t raw_hash, const void *payload, size_t wire_len);
 /* The trailer's chain starts from the header record's hash, so the trailer
- * also vouches for the header; then each block is folded in. */
+ * also vouches for the header; then each block is folded in.  The header is
+ * hashed with its version byte read as 1, so that -z's one chain serves
+ * receivers of both versions (the version byte is checked on its own). */
 uint64_t codec_chain_start(const unsigned char *header);
 uint64_t codec_chain(uint64_t chain, uint64_t block_hash, uint32_t raw_len);
+/* A hole is folded in by its record's checksum and its length. */
+uint64_t codec_chain_hole(uint64_t chain, uint64_t hole_sum, uint64_t len);
 
 /* ---- -z: one compression, two forms ----
  *
@@ -239,6 +262,12 @@ size_t codec_piece_record(const unsigned char *p, uint32_t *raw_len, uint64_t *h
  * most block_max bytes, block and content checksums, and the content size
  * when sized.  Returns its length (7 or CODEC_LZ4_HEADER_MAX). */
 size_t codec_lz4_header(unsigned char *dst, uint32_t block_max, bool sized, uint64_t size);
+/* The frame form of one data block of len (1 to CODEC_BLOCK_MAX) zeros, for
+ * a hole in an LZ4 frame (which has no holes): block size word, the zeros
+ * LZ4-compressed, XXH32 of the payload.  zeros holds len zero bytes.
+ * Returns the bytes written, 0 if they do not fit in cap (len / 255 + 64
+ * always suffices). */
+size_t codec_zero_block(unsigned char *dst, size_t cap, const unsigned char *zeros, size_t len);
 
 /* Decode one block payload.  Returns the raw length, or -1 if the payload is
  * not valid LZ4 or does not fit in cap. */

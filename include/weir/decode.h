@@ -14,6 +14,7 @@
 #define WEIR_DECODE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "weir/error.h"
 #include "weir/stream.h"
@@ -38,6 +39,9 @@ struct decode_sink {
     /* A legacy LZ4 stream begins; its blocks follow as blocks (b->legacy).
      * It has no checksums: only what its blocks decode to is checked. */
     int (*legacy)(void *ctx, struct stream_decoder *d, struct weir_error *err);
+    /* A weir stream's hole (version 2): len bytes of zeros, checked and
+     * chained already; nothing to read. */
+    int (*hole)(void *ctx, uint64_t len, struct weir_error *err);
 };
 
 /* Decode everything after stream_sniff() said STREAM_WEIR or STREAM_LZ4. */

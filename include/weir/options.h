@@ -68,6 +68,7 @@ struct weir_options {
     bool compress;              /* -z, --compress */
     int level;                  /* compression level, 1 = fast LZ4 */
     bool decode;                /* -d */
+    bool sparse;                /* --sparse: runs of zeros in the input are holes */
     int threads;                /* -T */
 
     bool no_sync;               /* --no-sync: do not flush outputs to stable storage */

@@ -23,6 +23,13 @@
  * Block data is owned by whoever took the block until it is released, and
  * a slot's published bytes are read only below its published length, so
  * data is copied with the lock released.
+ *
+ * A hole (ring_add_hole) is a slot of its own that holds no block: a
+ * length of zeros, and for -z its number in the weir stream.  A cursor
+ * meets it as RING_HOLE and steps over it in as many pieces as it likes
+ * (a file seeks over it at once, a pipe is written zeros).  Holes take no
+ * memory and count for no fill; the slot table has room for as many hole
+ * slots as there are blocks, beyond the blocks' own.
  */
 #ifndef WEIR_RING_H
 #define WEIR_RING_H
@@ -39,18 +46,25 @@
 #define RING_MAX_CURSORS 20
 #define RING_MAX_BLOCKS (1u << 18)   /* blocks of a decoding buffer, at most */
 
+#define RING_NO_BLOCK UINT32_MAX
+
 struct ring_slot {
-    uint32_t block;     /* pool index */
+    uint32_t block;     /* pool index; RING_NO_BLOCK for a hole */
     bool present;       /* the data is there (a worker's slot may be pending) */
     bool sealed;        /* no more bytes will be added */
     size_t len;         /* bytes published */
     uint64_t raw_len;   /* -z: raw bytes its pieces hold (0: the end) */
+    uint64_t hole;      /* a hole: this many bytes of zeros (len is 0) */
+    uint64_t hole_seq;  /* -z: the hole's number in the weir stream */
 };
 
 struct ring_cursor {
     uint64_t seq;       /* lock: the slot being read */
     size_t off;         /*       bytes of it read */
-    uint64_t bytes;     /*       bytes read in all */
+    uint64_t bytes;     /*       bytes read in all (holes not counted) */
+    uint64_t holes;     /*       hole bytes stepped over */
+    uint64_t hole_seq;  /* the hole ring_next returned last: its -z number (the cursor's
+                           own thread reads it) */
     bool live;          /*       holds blocks back (a failed output does not) */
     bool waiting;       /*       in ring_next's wait */
     bool counts;        /* an output: it counts for the fill and the verdict */
@@ -58,7 +72,7 @@ struct ring_cursor {
 };
 
 /* ring_next's results */
-enum { RING_DATA = 1, RING_END = 0, RING_STOP = -1 };
+enum { RING_DATA = 1, RING_HOLE = 2, RING_END = 0, RING_STOP = -1 };
 
 struct ring {
     pthread_mutex_t *lock;      /* the engine's */
@@ -77,6 +91,7 @@ struct ring {
     bool input_done;            /* lock: no slot will be added */
     uint32_t read_window;       /* lock: blocks a regular-file input may hold; 0: all */
     uint32_t reserved;          /* lock: blocks promised to queued jobs */
+    uint64_t hole_slots;        /* lock: hole slots between tail and head */
 
     int start_pct, resume_pct;  /* -P, -p */
     bool gate_open;             /* lock: -P allows reading */
@@ -132,6 +147,11 @@ uint64_t ring_add_locked(struct ring *r, uint32_t block, size_t len);
 /* A worker's result arrives in its pending slot. */
 void ring_present_locked(struct ring *r, uint64_t seq, uint32_t block, size_t len,
                          uint64_t raw_len);
+/* A hole of len bytes at head (the filling slot is sealed first, or, if
+ * nothing was published in it, becomes the hole); seq is its -z number.
+ * Waits while the slot table holds as many holes as there are blocks;
+ * false when stopping. */
+bool ring_add_hole(struct ring *r, uint64_t len, uint64_t seq);
 /* Wait until every slot created so far is present; false when stopping. */
 bool ring_wait_settled_locked(struct ring *r);
 /* The input is open: time counts from now, and outputs that already wait
@@ -142,19 +162,23 @@ void ring_start_locked(struct ring *r);
 void ring_finish_locked(struct ring *r);
 
 /* ---- the cursors ---- */
-/* Wait for data at c: RING_DATA with (*src, *n) to read, RING_END when
- * everything was read, RING_STOP when c->halt is set. */
+/* Wait for data at c: RING_DATA with (*src, *n) to read, RING_HOLE with
+ * *src NULL and *n the bytes of the hole left (c->hole_seq its number),
+ * RING_END when everything was read, RING_STOP when c->halt is set. */
 int ring_next(struct ring *r, struct ring_cursor *c, const unsigned char **src, size_t *n);
-/* The same without waiting (lock held): RING_DATA, or RING_END when there
- * is nothing to read now. */
+/* The same without waiting (lock held): RING_DATA or RING_HOLE, or
+ * RING_END when there is nothing to read now. */
 int ring_peek_locked(struct ring *r, struct ring_cursor *c, const unsigned char **src,
                      size_t *n);
 /* The next published range at (*seq, *off), ahead of a cursor that holds
- * the blocks (sealing ahead of a writer): RING_DATA with (*src, *n), the
- * position stepped over slots read in full; RING_END when there is none
- * now.  Honours -P's gate. */
+ * the blocks (sealing ahead of a writer): RING_DATA with (*src, *n), or
+ * RING_HOLE with *n the bytes of the hole left at *off, the position
+ * stepped over slots read in full; RING_END when there is none now.
+ * Honours -P's gate. */
 int ring_range_locked(struct ring *r, uint64_t *seq, size_t *off, const unsigned char **src,
                       size_t *n);
+/* The -z number of the hole in slot seq. */
+uint64_t ring_hole_seq_locked(const struct ring *r, uint64_t seq);
 /* Whether the range (seq, off, n) ends the last slot of a finished input. */
 bool ring_range_last_locked(const struct ring *r, uint64_t seq, size_t off, size_t n);
 /* Whether everything the input will ever put in the ring lies before seq. */
@@ -162,7 +186,8 @@ bool ring_ended_at_locked(const struct ring *r, uint64_t seq);
 /* Wait for the ring to change, as a cursor with nothing to read (the time is
  * counted as empty); lock held. */
 void ring_wait_locked(struct ring *r, struct ring_cursor *c);
-/* n bytes at c were read; passed blocks are released. */
+/* n bytes at c were read (or stepped over, in a hole); passed blocks are
+ * released. */
 void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n);
 /* Whether reading n more bytes at c reads the last byte the ring will ever
  * hold (the input ended and this is the end of its last slot). */

@@ -33,13 +33,15 @@ struct session_out {
     bool compressed;         /* -z: the buffer holds the stream's blocks */
     bool unsummed;           /* sealed: stored blocks go without checksums */
     uint32_t block_max;      /* the header's */
-    uint64_t seq, total, chain;   /* the stored blocks framed so far */
+    unsigned version;        /* the header's: 2 when the receiver takes holes */
+    uint64_t seq, total, chain;   /* the stored blocks (and holes) framed so far */
     bool spoke;              /* the stream's first bytes were written */
     bool greeted;            /* the greeting went out already (before a handshake) */
     uint32_t peer_features;  /* what the receiver's greeting offers */
     bool peer_silent;        /* no greeting: the peer sent nothing at all in time */
     /* a frame whose write was interrupted: what is left of it */
     unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
+    unsigned char hole[CODEC_HOLE_SIZE];
     struct iovec pending[3];
     int npending;
 };
@@ -56,13 +58,21 @@ int session_greet_keyed(struct session_out *s, int timeout_ms, atomic_bool *stop
                         struct weir_error *err);
 /* Write the sender's greeting (when greet, unless it went out already) and
  * the stream header (when the stream is framed or compressed), in one
- * write. */
+ * write.  The header is version 2 when the receiver's greeting offers
+ * holes, else version 1 (which cannot carry them). */
 int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
                   struct weir_error *err);
 /* Send up to n bytes of raw data as one stored block; the bytes sent (at
  * most block_max), or -1 with errno. */
 ssize_t session_frame(struct session_out *s, const unsigned char *src, size_t n,
                       int timeout_ms, atomic_bool *stop);
+/* Whether the receiver takes holes (session_begin wrote version 2). */
+bool session_holes(const struct session_out *s);
+/* Send a hole of len bytes as one record (version 2 only): numbered and
+ * chained here when framed, else numbered seq (-z: the buffer's number for
+ * it).  0, or -1 with errno (what is left of it stays for session_abort). */
+int session_hole(struct session_out *s, uint64_t seq, uint64_t len, int timeout_ms,
+                 atomic_bool *stop);
 /* The trailer of the framed blocks. */
 int session_trailer(struct session_out *s, int timeout_ms, atomic_bool *stop);
 /* The stream did not end as it should: tell the receiver why.  At a record

@@ -5,12 +5,14 @@
  * Contract: the engine fills a struct stats_snapshot under its lock
  * (weir_snapshot); the command line formats it (report.h).
  *
- * "data" bytes are the bytes of the user's stream; "wire" bytes are what an
- * endpoint carried when that differs (compressed or framed as a weir stream).
- * The buffer "fill" is the share of the buffer's capacity held by data that
- * the slowest live output has not written yet.  "net" bytes are what
- * crossed weir's connections in the data's direction, counted at the
- * socket: weir's framing and encryption included.
+ * "data" bytes are the bytes of the user's stream; "holes" are the part of
+ * them that is runs of zeros carried as lengths (sparse files, --sparse),
+ * never read, sent or written as bytes where weir can help it; "wire" bytes
+ * are what an endpoint carried when that differs (compressed or framed as a
+ * weir stream).  The buffer "fill" is the share of the buffer's capacity
+ * held by data that the slowest live output has not written yet.  "net"
+ * bytes are what crossed weir's connections in the data's direction,
+ * counted at the socket: weir's framing and encryption included.
  *
  * Strings in a snapshot are the engine's, valid until weir_destroy().
  */
@@ -51,6 +53,7 @@ struct stats_output {
     const char *name;      /* as messages name it: "output /mnt/x", "consumer 'cmd'" */
     const char *kind;      /* "file", "stdout", "connection", "command" or "digest" */
     uint64_t bytes;        /* bytes of the buffer it has written */
+    uint64_t holes;        /* hole bytes it has passed (seeked over or written as zeros) */
     uint64_t net_bytes;    /* a connection: bytes it sent on it, at the socket */
     enum stats_output_state state;
 };
@@ -59,7 +62,8 @@ struct stats_snapshot {
     double elapsed;        /* seconds since the input was opened */
     uint64_t in_bytes;     /* bytes read from the input endpoint */
     uint64_t out_bytes;    /* bytes written by the slowest live output */
-    uint64_t data_bytes;   /* bytes of the user's data seen so far */
+    uint64_t data_bytes;   /* bytes of the user's data seen so far, holes included */
+    uint64_t hole_bytes;   /* of which holes: runs of zeros that were not read or sent */
     uint64_t wire_bytes;   /* bytes on the wire side, when a transform runs */
     bool transform;        /* compression or decoding is active */
     bool decoding;         /* the transform decodes the input (else, if any, -z) */

@@ -58,6 +58,8 @@ struct stream_source {
 enum stream_kind { STREAM_WEIR, STREAM_LZ4, STREAM_RAW };
 
 struct stream_block {
+    bool hole;            /* weir version 2: a hole of hole_len zero bytes, no payload */
+    uint64_t hole_len;
     bool stored;          /* payload is the raw data */
     bool lz4;             /* a block of a plain LZ4 frame, not of a weir stream */
     uint32_t wire_len;    /* payload bytes */
@@ -103,6 +105,7 @@ struct stream_decoder {
     bool eof;
     enum stream_kind kind;
     bool in_stream;         /* WEIR: a header was read and no trailer yet */
+    unsigned version;       /* WEIR: the header's (2 may hold holes) */
     uint32_t block_max;
     bool compressed;        /* WEIR: the header allows compressed blocks */
     bool unsummed;          /* WEIR: the header says the blocks carry no checksums */
@@ -129,8 +132,10 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
                  struct weir_error *err);
 size_t stream_take_staged(struct stream_decoder *d, void *dst, size_t cap);
 
-/* STREAM_WEIR: 1 and *b describes the next block, whose payload follows;
- * 0 at the verified end of the input; -1 on error. */
+/* STREAM_WEIR: 1 and *b describes the next block, whose payload follows,
+ * or a hole (b->hole: its record was read and checked, numbered and
+ * chained; nothing follows it); 0 at the verified end of the input; -1 on
+ * error. */
 int stream_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
 /* Read n bytes of the current payload into dst. */
 int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_error *err);

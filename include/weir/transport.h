@@ -117,6 +117,17 @@ void transport_identify_path(struct transport *t, const char *path, const char *
 /* Flush a regular file or block device to stable storage, and the directory
  * of a file weir created.  Anything else: nothing. */
 int transport_sync(struct transport *t, struct weir_error *err);
+/* Holes (sparse.h): whether this output can skip a hole rather than be
+ * written zeros: a regular file that is not open for appending and holds
+ * nothing beyond the offset weir writes at (what a skip passes over then
+ * reads as zeros).  Anything else (a pipe, a socket, a device) gets zeros. */
+bool transport_skips_holes(const struct transport *t);
+/* Skip n bytes: the next write lands n bytes further on. */
+int transport_skip(struct transport *t, uint64_t n, struct weir_error *err);
+/* After skipping: the file ends where its data does, a trailing hole
+ * included (ftruncate, which only ever extends it here); with dsync that
+ * reaches stable storage at once, like the writes. */
+int transport_end_holes(struct transport *t, bool dsync, struct weir_error *err);
 /* Remove a file weir created, after a start that failed. */
 void transport_discard(struct transport *t);
 /* Descriptor plumbing shared by the kinds. */

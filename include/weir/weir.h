@@ -80,6 +80,10 @@ struct weir_config {
     int level;
     bool decode;                 /* -d: the input must be a weir stream or LZ4 */
     int threads;
+    /* holes: a regular-file input is always read by its data extents; with
+     * sparse, every grain of zeros (sparse.h) in what is read as it is
+     * becomes a hole too, whatever the input */
+    bool sparse;
 
     /* connections */
     struct tcp_settings tcp;

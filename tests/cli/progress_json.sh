@@ -52,10 +52,12 @@ for l in lines:
     for k in ("time", "elapsed", "in", "out", "data", "wire", "buffer", "buffer_capacity",
               "in_rate", "out_rate", "in_rate_avg", "out_rate_avg", "buffer_percent"):
         assert isinstance(l[k], (int, float)) and l[k] >= 0, "%s is %r" % (k, l[k])
-    for k in ("in", "out", "data", "wire", "buffer", "in_rate", "out_rate"):
+    for k in ("in", "out", "data", "holes", "wire", "buffer", "in_rate", "out_rate"):
         assert isinstance(l[k], int), "%s is not an integer: %r" % (k, l[k])
+    assert l["holes"] <= l["data"], "more holes than data"
+
     assert "eta" in l and "phase" in l and "outputs" in l and "size" in l
-counters = ("time", "elapsed", "in", "out", "data", "wire")
+counters = ("time", "elapsed", "in", "out", "data", "holes", "wire")
 for a, b in zip(lines, lines[1:]):
     for k in counters:
         assert b[k] >= a[k], "%s went back: %r then %r" % (k, a[k], b[k])
@@ -64,7 +66,7 @@ for a, b in zip(lines, lines[1:]):
     assert len(a["outputs"]) == len(b["outputs"]), "outputs came or went"
     for oa, ob in zip(a["outputs"], b["outputs"]):
         assert oa["name"] == ob["name"], "an output changed its name"
-        for k in ("bytes", "wire"):
+        for k in ("bytes", "wire", "holes"):
             assert ob[k] >= oa[k], "output %s: %s went back" % (oa["name"], k)
 assert end["phase"] == "done", "the end's phase is %r" % end["phase"]
 assert end["status"] == status, "the end says status %r, weir exited %d" % (end["status"], status)
@@ -75,8 +77,9 @@ else:
     assert isinstance(end["message"], str) and end["message"], "no message on failure"
 s = end["summary"]
 assert s["bytes"] == end["data"], "summary bytes %r, data %r" % (s["bytes"], end["data"])
+holes = ", of which %s holes," % human(s["holes"]) if s["holes"] else ""
 assert s["line"].startswith("summary: " + ("" if status == 0 else "INCOMPLETE: ")
-                            + human(s["bytes"]) + " in "), "summary line %r" % s["line"]
+                            + human(s["bytes"]) + holes + " in "), "summary line %r" % s["line"]
 if s["encoded"] is not None:
     assert "; wire " + human(s["encoded"]) + "," in s["line"], "wire in %r" % s["line"]
 for expr in sys.argv[4:]:
@@ -110,10 +113,20 @@ expect 0 "copy with --progress=json=3" bash -c \
     '"$0" -i "$1" -o "$2" --progress=json=3 3>"$3"' "$WEIR" in out p1.jsonl
 same in out "the copy is whole"
 jcheck "copy" p1.jsonl 0 plain 'end["data"] == end["in"] == end["out"] == 3145728' \
-    'end["outputs"] == [{"name": "output out", "kind": "file", "bytes": 3145728, "wire": 0, "state": "done"}]' \
+    'end["outputs"] == [{"name": "output out", "kind": "file", "bytes": 3145728, "wire": 0, "holes": 0, "state": "done"}]' \
     'end["size"] == 3145728 and end["percent"] == 100 and end["eta"] == 0' \
     'end["wire"] == 0 and end["encoded"] is None' 'lines[0]["eta"] is None'
 summary_agrees "copy" p1.jsonl "$TMP/err"
+
+# a sparse file: the holes are counted apart, and the percent reaches 100
+truncate -s 8M sparse
+head -c 1048576 in | dd of=sparse bs=1M seek=3 conv=notrunc status=none
+expect 0 "a sparse copy with --progress" bash -c \
+    '"$0" -i "$1" -o "$2" --progress=json=3 3>"$3"' "$WEIR" sparse sparse.out p0.jsonl
+jcheck "sparse" p0.jsonl 0 plain 'end["data"] == 8388608 and end["holes"] == 7340032' \
+    'end["in"] == end["out"] == 1048576' 'end["outputs"][0]["holes"] == 7340032' \
+    'end["summary"]["holes"] == 7340032 and end["percent"] == 100'
+summary_agrees "sparse" p0.jsonl "$TMP/err"
 
 # -z: the encoded stream's size is the summary's wire figure
 expect 0 "-z with --progress" bash -c \

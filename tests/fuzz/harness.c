@@ -9,6 +9,7 @@
 
 #include "weir/codec.h"
 #include "weir/decode.h"
+#include "weir/sparse.h"
 #include "weir/stream.h"
 
 struct memsrc {
@@ -38,6 +39,8 @@ static int out_reserve(struct outbuf *o, size_t more)
 {
     if (o->len + more <= o->cap)
         return 0;
+    if (more > HARNESS_OUT_MAX || o->len + more > HARNESS_OUT_MAX)
+        return -1;
     size_t cap = o->cap ? o->cap : 4096;
     while (cap < o->len + more)
         cap *= 2;
@@ -120,6 +123,17 @@ static int sink_legacy(void *ctx, struct stream_decoder *d, struct weir_error *e
     return STEP_OK;
 }
 
+static int sink_hole(void *ctx, uint64_t len, struct weir_error *err)
+{
+    struct memsink *m = ctx;
+    if (len > HARNESS_OUT_MAX || out_reserve(&m->out, (size_t)len))
+        return error_set(err, WEIR_EXIT_INTERNAL, "harness: a hole of %llu bytes is more "
+                         "than it holds", (unsigned long long)len), STEP_FAIL;
+    memset(m->out.p + m->out.len, 0, (size_t)len);
+    m->out.len += (size_t)len;
+    return STEP_OK;
+}
+
 int harness_decode(const uint8_t *data, size_t size, size_t chunk, uint8_t **out,
                    size_t *outlen, struct weir_error *err)
 {
@@ -137,7 +151,7 @@ int harness_decode_from(const uint8_t *data, size_t size, size_t chunk, bool sea
     struct memsink m = {0};
     struct decode_sink sink = {.ctx = &m, .start = sink_start, .block = sink_block,
                                .frame_start = sink_frame_start, .frame_end = sink_frame_end,
-                               .linked = sink_linked, .legacy = sink_legacy};
+                               .linked = sink_linked, .legacy = sink_legacy, .hole = sink_hole};
     int rc = stream_init(&d, &src, err) ? STEP_FAIL : STEP_OK;
     if (rc == STEP_OK && stream_sniff(&d, true, false, err))
         rc = STEP_FAIL;
@@ -174,7 +188,8 @@ static uint8_t *encode_form(const uint8_t *data, size_t size, size_t block, int 
     size_t pos;
     uint64_t chain = 0;
     if (form == CODEC_FORM_WEIR) {
-        pos = codec_header(buf, (uint32_t)block, level ? CODEC_HEADER_COMPRESSED : 0);
+        pos = codec_header(buf, (uint32_t)block, level ? CODEC_HEADER_COMPRESSED : 0,
+                           CODEC_VERSION_OLDEST);
         chain = codec_chain_start(buf);
     } else {
         pos = codec_lz4_header(buf, (uint32_t)block, sized, size);
@@ -213,4 +228,63 @@ uint8_t *harness_encode_lz4(const uint8_t *data, size_t size, size_t block, int 
                             bool sized, size_t *len)
 {
     return encode_form(data, size, block, level, CODEC_FORM_FRAME, sized, len);
+}
+
+static int append(struct outbuf *o, const void *p, size_t n)
+{
+    if (out_reserve(o, n))
+        return -1;
+    memcpy(o->p + o->len, p, n);
+    o->len += n;
+    return 0;
+}
+
+uint8_t *harness_encode_sparse(const uint8_t *data, size_t size, size_t block, int level,
+                               size_t *len)
+{
+    struct outbuf o = {0};
+    unsigned char rec[CODEC_HEADER_SIZE + CODEC_TRAILER_SIZE + CODEC_HOLE_SIZE];
+    codec_header(rec, (uint32_t)block, level ? CODEC_HEADER_COMPRESSED : 0, CODEC_VERSION);
+    uint64_t chain = codec_chain_start(rec), seq = 0;
+    int rc = append(&o, rec, CODEC_HEADER_SIZE);
+    for (size_t pos = 0; rc == 0 && pos < size;) {
+        bool zero;
+        size_t run = sparse_run(data + pos, size - pos, pos, true, &zero);
+        if (zero) {
+            codec_hole(rec, seq++, run);
+            chain = codec_chain_hole(chain, codec_get64(rec + CODEC_HOLE_SIZE - 8), run);
+            rc = append(&o, rec, CODEC_HOLE_SIZE);
+            pos += run;
+            continue;
+        }
+        uint64_t n = codec_pieces(run, (uint32_t)block);
+        uint8_t *pieces = malloc(run + n * CODEC_PIECE_OVERHEAD);
+        if (!pieces)
+            break;
+        size_t plen = codec_encode(data + pos, run, pieces, level, seq, (uint32_t)block,
+                                   CODEC_SUMS_WEIR);
+        for (size_t off = 0; rc == 0 && off < plen;) {
+            uint32_t raw;
+            uint64_t hash;
+            codec_piece_record(pieces + off, &raw, &hash);
+            chain = codec_chain(chain, hash, raw);
+            struct codec_span sp[2];
+            size_t total;
+            codec_spans(pieces + off, CODEC_FORM_WEIR, sp, &total);
+            rc = append(&o, pieces + off + sp[0].off, sp[0].len);
+            off += total;
+        }
+        free(pieces);
+        seq += n;
+        pos += run;
+    }
+    codec_trailer(rec, size, seq, chain);
+    if (rc == 0)
+        rc = append(&o, rec, CODEC_TRAILER_SIZE);
+    if (rc != 0) {
+        free(o.p);
+        return NULL;
+    }
+    *len = o.len;
+    return o.p;
 }

@@ -16,6 +16,10 @@
  *   mmap_enomem=BYTES   mmap() of BYTES or more fails with ENOMEM
  *   fdatasync_eio=1     fdatasync() fails with EIO (a writeback error)
  *   fsync_eio=1         fsync() fails with EIO (weir fsyncs only directories)
+ *   ftruncate_efbig=1   ftruncate() fails with EFBIG (setting a sparse output's size)
+ *   seek_data_eio=1     lseek(SEEK_DATA) fails with EIO (looking for an input's holes)
+ *   seek_data_einval=1  lseek(SEEK_DATA) fails with EINVAL, as on a file system
+ *                       that cannot say where its holes are
  *
  * Everything else passes straight through to libc.
  */
@@ -69,6 +73,8 @@ static __typeof__(close) *real_close;
 static __typeof__(mmap) *real_mmap;
 static __typeof__(fdatasync) *real_fdatasync;
 static __typeof__(fsync) *real_fsync;
+static __typeof__(ftruncate) *real_ftruncate;
+static __typeof__(lseek) *real_lseek;
 
 __attribute__((constructor)) static void shim_init(void)
 {
@@ -80,6 +86,8 @@ __attribute__((constructor)) static void shim_init(void)
     real_mmap = (__typeof__(mmap) *)dlsym(RTLD_NEXT, "mmap");
     real_fdatasync = (__typeof__(fdatasync) *)dlsym(RTLD_NEXT, "fdatasync");
     real_fsync = (__typeof__(fsync) *)dlsym(RTLD_NEXT, "fsync");
+    real_ftruncate = (__typeof__(ftruncate) *)dlsym(RTLD_NEXT, "ftruncate");
+    real_lseek = (__typeof__(lseek) *)dlsym(RTLD_NEXT, "lseek");
 }
 
 #define REAL(fn) if (!real_##fn) shim_init()
@@ -246,4 +254,24 @@ int fsync(int fd)
         return -1;
     }
     return real_fsync(fd);
+}
+
+int ftruncate(int fd, off_t len)
+{
+    REAL(ftruncate);
+    if (fault("ftruncate_efbig")) {
+        errno = EFBIG;
+        return -1;
+    }
+    return real_ftruncate(fd, len);
+}
+
+off_t lseek(int fd, off_t off, int whence)
+{
+    REAL(lseek);
+    if (whence == SEEK_DATA && (fault("seek_data_eio") || fault("seek_data_einval"))) {
+        errno = fault("seek_data_eio") ? EIO : EINVAL;
+        return -1;
+    }
+    return real_lseek(fd, off, whence);
 }

@@ -65,6 +65,16 @@ int main(void)
     CHECK(parse(&o, &e, "-z", "-I", "0", NULL) != 0, "-z -I is refused");
     CHECK(parse(&o, &e, "-z", "-I", "0", "--raw") == 0, "-z -I --raw parses");
     CHECK(parse(&o, &e, "-e", NULL, NULL, NULL) == 0 && o.stop_on_error, "-e");
+    CHECK(parse(&o, &e, NULL, NULL, NULL, NULL) == 0 && !o.sparse, "no --sparse");
+    {
+        struct weir_config c;
+        CHECK(parse(&o, &e, "--sparse", "-z", NULL, NULL) == 0 && o.sparse, "--sparse -z");
+        options_to_config(&o, &c);
+        CHECK(c.sparse && c.compress, "--sparse reaches the engine");
+    }
+    CHECK(parse(&o, &e, "--sparse", "-I", "0", NULL) == 0, "--sparse -I (plain bytes)");
+    CHECK(parse(&o, &e, "--sparse", "-d", NULL, NULL) != 0 && strstr(e.msg, "--sparse with -d"),
+          "--sparse -d is refused: %s", e.msg);
 
     /* --progress and --interval */
     CHECK(parse(&o, &e, NULL, NULL, NULL, NULL) == 0 && !o.progress, "no --progress");

@@ -5,7 +5,9 @@
  * flips, wrong sizes and over-long blocks are caught.  The LZ4 frame weir -z
  * writes to files decodes with liblz4 and with weir, and weir rejects every
  * cut and flip of it.  Legacy LZ4 decodes alone, concatenated and among
- * frames; cuts, short blocks and impossible sizes are caught.
+ * frames; cuts, short blocks and impossible sizes are caught.  Streams with
+ * holes (version 2) round-trip, every cut and flip of them is caught, and a
+ * hole where it cannot be (version 1, out of order, too long) is refused.
  */
 #include <lz4.h>
 #include <lz4frame.h>
@@ -525,7 +527,7 @@ static size_t one_block_stream(uint8_t *buf, const uint8_t *data, size_t n, unsi
     struct codec_span sp[2];
     size_t total;
     codec_spans(piece, CODEC_FORM_WEIR, sp, &total);
-    size_t pos = codec_header(buf, 1000, flags);
+    size_t pos = codec_header(buf, 1000, flags, CODEC_VERSION_OLDEST);
     uint64_t chain = codec_chain(codec_chain_start(buf), hash, raw);
     memcpy(buf + pos, piece, sp[0].len);
     pos += sp[0].len;
@@ -608,6 +610,147 @@ static void sealed_streams(void)
           "sealed and compressed: '%s'", err.msg);
 }
 
+/* ---- holes (version 2) ------------------------------------------------------ */
+
+/* A layout: data everywhere but where zero runs are cut in, at offsets and
+ * lengths that fall on and across 4 KiB grains. */
+static void sparse_round_trip(size_t size, const size_t (*zeros)[2], int nzeros, size_t block,
+                              int level, size_t chunk, const char *label)
+{
+    uint8_t *data = malloc(size + 1);
+    fill(data, size, 2);
+    for (int i = 0; i < nzeros; i++)
+        memset(data + zeros[i][0], 0, zeros[i][1]);
+    size_t len, outlen;
+    uint8_t *enc = harness_encode_sparse(data, size, block, level, &len), *out;
+    struct weir_error err;
+    CHECK(enc, "%s: encode", label);
+    CHECK(harness_decode(enc, len, chunk, &out, &outlen, &err) == 0, "%s: decode: %s", label,
+          err.msg);
+    CHECK(outlen == size && (size == 0 || memcmp(out, data, size) == 0), "%s: round trip",
+          label);
+    free(out);
+    free(enc);
+    free(data);
+}
+
+static void sparse_layouts(void)
+{
+    static const size_t start[][2] = {{0, 8192}};
+    static const size_t middle[][2] = {{4096, 4096}, {20000, 9000}};
+    static const size_t end[][2] = {{12288, 20000 - 12288}};
+    static const size_t all[][2] = {{0, 50000}};
+    static const size_t small[][2] = {{100, 50}, {4090, 12}, {8000, 300}};
+    static const size_t straddle[][2] = {{4000, 8300}, {16383, 4098}};
+    for (int level = 0; level <= 1; level++) {
+        for (size_t chunk = 7; chunk < 100000; chunk *= 31) {
+            sparse_round_trip(20000, start, 1, 1024, level, chunk, "hole at the start");
+            sparse_round_trip(40000, middle, 2, 4096, level, chunk, "holes in the middle");
+            sparse_round_trip(20000, end, 1, 65536, level, chunk, "hole at the end");
+            sparse_round_trip(50000, all, 1, 4096, level, chunk, "all hole");
+            sparse_round_trip(10000, small, 3, 1000, level, chunk, "runs under a grain");
+            sparse_round_trip(30000, straddle, 2, 3000, level, chunk, "runs across grains");
+            sparse_round_trip(4097, end, 0, 64, level, chunk, "no hole");
+        }
+    }
+}
+
+/* A stream with holes: one in the middle and one at the end. */
+static uint8_t *holey_stream(uint8_t *data, size_t size, size_t *len)
+{
+    fill(data, size, 2);
+    memset(data + 4096, 0, 8192);
+    memset(data + size - 4096, 0, 4096);
+    return harness_encode_sparse(data, size, 2000, 1, len);
+}
+
+static void sparse_cuts_and_flips(void)
+{
+    uint8_t data[20480];
+    size_t len;
+    uint8_t *enc = holey_stream(data, sizeof data, &len);
+    for (size_t cut = 0; cut < len; cut++) {
+        uint8_t *out;
+        size_t outlen;
+        struct weir_error err;
+        int rc = harness_decode(enc, cut, 11, &out, &outlen, &err);
+        if (rc == 0)
+            free(out);
+        CHECK(rc != 0 && err.status == WEIR_EXIT_INTEGRITY,
+              "a stream with holes cut at %zu of %zu bytes: %s", cut, len,
+              rc ? err.msg : "accepted");
+    }
+    for (size_t at = 0; at < len; at++) {
+        for (int bit = 0; bit < 8; bit += 3) {
+            enc[at] ^= (uint8_t)(1u << bit);
+            uint8_t *out;
+            size_t outlen;
+            struct weir_error err;
+            int rc = harness_decode(enc, len, 4096, &out, &outlen, &err);
+            enc[at] ^= (uint8_t)(1u << bit);
+            if (rc == 0)
+                free(out);
+            CHECK(rc != 0, "flipping bit %d of byte %zu of a stream with holes went unnoticed",
+                  bit, at);
+        }
+    }
+    free(enc);
+}
+
+static void sparse_refusals(void)
+{
+    uint8_t data[20480];
+    size_t len;
+    uint8_t *enc = holey_stream(data, sizeof data, &len);
+    /* the first hole follows block 0 (2000 bytes), block 1 (2000) and 96
+     * bytes (block 2): its record is the first 'Z' */
+    size_t at = 0;
+    for (size_t i = 0; i + 9 <= len; i++)
+        if (codec_get32(enc + i) == CODEC_WEIR_MAGIC && enc[i + 8] == 'Z') {
+            at = i;
+            break;
+        }
+    CHECK(at > 0, "the stream has a hole record");
+    uint8_t *copy = malloc(len);
+    memcpy(copy, enc, len);
+    copy[13] = 1;   /* the header says version 1: a hole cannot be there */
+    expect_weir_error(copy, len, "hole in version 1", "hole record in a version 1 weir stream");
+    /* hole records rewritten with a valid checksum, so only the meaning is wrong */
+    memcpy(copy, enc, len);
+    uint64_t seq = codec_get64(copy + at + 24);
+    codec_hole(copy + at, seq + 1, 8192);
+    expect_weir_error(copy, len, "hole out of order", "arrived where block");
+    memcpy(copy, enc, len);
+    codec_hole(copy + at, seq, 4096);
+    expect_weir_error(copy, len, "hole of another length", "trailer does not match");
+    memcpy(copy, enc, len);
+    codec_hole(copy + at, seq, 0);
+    expect_weir_error(copy, len, "empty hole", "malformed weir hole record");
+    memcpy(copy, enc, len);
+    codec_hole(copy + at, seq, (uint64_t)1 << 63);
+    expect_weir_error(copy, len, "hole past every file offset", "malformed weir hole record");
+    memcpy(copy, enc, len);
+    codec_hole(copy + at, seq, CODEC_TOTAL_MAX);
+    expect_weir_error(copy, len, "hole that ends past every file offset",
+                      "beyond the largest file offset");
+    memcpy(copy, enc, len);
+    copy[at + 10] = 1;
+    codec_put64(copy + at + 32, XXH3_64bits(copy + at, 32));
+    expect_weir_error(copy, len, "hole with a reserved byte set", "malformed weir hole record");
+    free(copy);
+    /* version 2 with no hole reads as version 1 does; one chain serves both */
+    uint8_t h1[CODEC_HEADER_SIZE], h2[CODEC_HEADER_SIZE];
+    codec_header(h1, 4096, 0, 1);
+    codec_header(h2, 4096, 0, 2);
+    CHECK(codec_chain_start(h1) == codec_chain_start(h2), "one chain start for both versions");
+    h2[13] = 3;
+    struct codec_record r;
+    char why[96];
+    CHECK(codec_parse_record(h2, CODEC_HEADER_SIZE, &r, why, sizeof why) != 0 &&
+          strstr(why, "unsupported weir stream version 3"), "version 3 refused: %s", why);
+    free(enc);
+}
+
 int main(void)
 {
     size_t sizes[] = {0, 1, 63, 64, 65, 4095, 4096, 4097, 100000};
@@ -632,5 +775,8 @@ int main(void)
     frame_round_trips();
     frame_cuts_and_flips();
     legacy();
+    sparse_layouts();
+    sparse_cuts_and_flips();
+    sparse_refusals();
     CHECK_DONE();
 }
