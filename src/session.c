@@ -2,12 +2,16 @@
 #include "weir/session.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "weir/io.h"
+#include "weir/seal.h"
 #include "weir/sync.h"
+#include "weir/tls.h"
 
 /* ---- the sending side ---------------------------------------------------- */
 
@@ -337,4 +341,70 @@ int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chai
         if (r <= 0)
             return 0;
     }
+}
+
+/* ---- the handshake of a connecting end ------------------------------------ */
+
+int session_handshake(struct transport *t, struct tls_context *ctx, double limit,
+                      uint64_t epoch_records, atomic_bool *stop, const char *label,
+                      unsigned char *secret, size_t secretlen, struct weir_error *e)
+{
+    struct tls_handshake *h;
+    if (tls_handshake_new(&h, ctx, e))
+        return STEP_FAIL;
+    static const size_t cap = 16384;
+    unsigned char *in = malloc(cap), *out = malloc(cap);
+    double deadline = clock_now() + limit;
+    int rc = in && out ? STEP_OK : STEP_FAIL;
+    if (rc != STEP_OK)
+        error_set(e, WEIR_EXIT_INTERNAL, "%s: out of memory", t->name);
+    size_t n = 0;
+    for (int st = TLS_WANT; rc == STEP_OK;) {
+        size_t outlen = cap;
+        st = tls_step(h, in, n, out, &outlen, e);
+        if (outlen > 0 && transport_write_all(t, out, outlen,
+                                              (int)((deadline - clock_now()) * 1000) + 1, stop))
+            rc = errno == ECANCELED ? STEP_STOP
+                 : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", t->name),
+                    STEP_FAIL);
+        if (rc != STEP_OK || st == TLS_DONE)
+            break;
+        if (st == TLS_FAILED) {
+            char why[WEIR_ERROR_MAX];
+            snprintf(why, sizeof why, "%s", e->msg);
+            error_set(e, WEIR_EXIT_NETWORK, "%s: %s", t->name, why);
+            rc = STEP_FAIL;
+            break;
+        }
+        double left = deadline - clock_now();
+        ssize_t r = left > 0 ? t->ops->read(t, in, cap, (int)(left * 1000) + 1, stop)
+                             : (errno = ETIMEDOUT, -1);
+        if (r > 0) {
+            n = (size_t)r;
+        } else if (r < 0 && errno == ECANCELED) {
+            rc = STEP_STOP;
+        } else {
+            rc = r == 0 || errno == ECONNRESET
+                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver closed the connection "
+                                 "during the handshake (does it have this key?)", t->name)
+                 : errno == ETIMEDOUT
+                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: no handshake within %g s",
+                                 t->name, limit)
+                     : error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", t->name);
+            rc = STEP_FAIL;
+        }
+    }
+    if (rc == STEP_OK && label && tls_export_bytes(h, label, secret, secretlen, e))
+        rc = STEP_FAIL;
+    if (rc == STEP_OK) {
+        struct seal_session keys = {.epoch_records = epoch_records};
+        size_t left = tls_leftover(h, in, cap);
+        if (tls_export(h, &keys, false, e) || transport_sealed(t, &keys, true, 0, in, left, e))
+            rc = STEP_FAIL;
+        OPENSSL_cleanse(&keys, sizeof keys);
+    }
+    tls_handshake_free(h);
+    free(in);
+    free(out);
+    return rc;
 }

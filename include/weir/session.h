@@ -86,6 +86,16 @@ int session_read_record(struct transport *t, int timeout_ms, atomic_bool *stop,
                         struct codec_record *r, unsigned char *raw, size_t *got, bool *eof,
                         struct weir_error *err);
 
+/* The connecting end's half of the TLS handshake (tls.h) on t, within
+ * limit seconds; then t carries sealed records (a sender's).  With label,
+ * secretlen bytes are also exported under it into secret (a link test's:
+ * linktest.h).  STEP_OK, STEP_FAIL with *err, or STEP_STOP once *stop is
+ * set. */
+struct tls_context;
+int session_handshake(struct transport *t, struct tls_context *ctx, double limit,
+                      uint64_t epoch_records, atomic_bool *stop, const char *label,
+                      unsigned char *secret, size_t secretlen, struct weir_error *err);
+
 /* ---- the receiving side ---- */
 
 /* What a receiver is doing, in its keepalives. */
