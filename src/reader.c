@@ -488,7 +488,8 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
                                   .accept_timeout = s->accept_timeout,
                                   .io_timeout = s->io_timeout,
                                   .handshake_timeout = LISTENER_HANDSHAKE_SECS,
-                                  .tls = p->tls_server, .epoch_records = p->cfg->epoch_records};
+                                  .tls = p->tls_server, .epoch_records = p->cfg->epoch_records,
+                                  .allow_link_test = p->cfg->allow_link_test};
     if (s->io_timeout > 0 && s->io_timeout < cfg.handshake_timeout)
         cfg.handshake_timeout = s->io_timeout;
     struct transport t;

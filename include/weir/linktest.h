@@ -130,6 +130,7 @@ struct linktest_result {
     char peer[80];             /* the address connected to */
     char key_id[80];           /* the key used, or "" */
     bool loopback;             /* the listener is on this host */
+    int cpus_here, cpus_there; /* online CPUs of each end */
     double duration;
     int parallel;
     int pings;                 /* round trips timed */
@@ -162,6 +163,8 @@ int linktest_run(const struct linktest_config *c, struct weir_log *log,
 
 /* The verdict on duplex from the rows (linktest_run fills it in). */
 void linktest_judge(struct linktest_result *r);
+/* "1 KiB", "64 KiB", "1 MiB", "1500 B": a write size as tables show it. */
+void linktest_size_name(uint32_t size, char *buf, size_t len);
 
 /* ---- the listener ---- */
 
@@ -190,8 +193,9 @@ void linktest_server_free(struct linktest_server *s, const char *why);
 
 /* ---- shared by both ends ---- */
 
-/* The token of one data connection (dir: CODEC_LINK_OUT or _IN). */
-void linktest_token(const unsigned char secret[LINKTEST_SECRET_SIZE], uint64_t test,
+/* The token of one data connection (dir: CODEC_LINK_OUT or _IN); -1 when
+ * OpenSSL cannot compute it (not expected). */
+int linktest_token(const unsigned char secret[LINKTEST_SECRET_SIZE], uint64_t test,
                     unsigned char dir, uint32_t index, unsigned char token[CODEC_TOKEN_SIZE]);
 
 #endif

@@ -28,6 +28,14 @@
  *     a waiting one is dropped (from that address first): one that has sent
  *     nothing before one that has begun its greeting, the oldest first.
  *
+ *   - a link tester (weir --link-test, role 'T') is admitted the same way
+ *     (with a key: greeting, handshake, its request in the first sealed
+ *     record; without one: greeting and request, only with
+ *     allow_link_test) and handed to a link test server (linktest.h) that
+ *     runs the test beside this loop; its data connections join that test
+ *     by token.  The test stops, and its threads are joined, before this
+ *     function returns: when the sender is admitted and when it fails.
+ *
  * Every refusal is logged with the peer's address (at most ten lines a
  * second; the rest are counted), a peer that may be a weir sender is told
  * why in an 'S' record (a --raw listener writes nothing), and the listener
@@ -66,6 +74,7 @@ struct listener_config {
     double accept_timeout;     /* --accept-timeout; 0: wait for ever */
     double io_timeout;         /* --timeout: socket tuning, and a raw peer's first byte */
     double handshake_timeout;  /* a weir peer's greeting and header */
+    bool allow_link_test;      /* --allow-link-test: serve link tests without a key */
 };
 
 /* *plain: the connection was admitted as plain bytes (plain_too), to be

@@ -106,6 +106,9 @@ struct weir_config {
     const char *key_file;
     const char *key_id;          /* the sender's key; NULL: the file's first */
     uint64_t epoch_records;      /* records per key epoch; 0: SEAL_EPOCH_RECORDS */
+
+    /* a listener serves link tests (linktest.h) without a key as well */
+    bool allow_link_test;
 };
 
 /* What the engine reports while it runs.  status() is called from the
