@@ -458,15 +458,16 @@ int linktest_server_join(struct linktest_server *s, int fd, const struct codec_l
     unsigned char token[CODEC_TOKEN_SIZE];
     sync_lock(&s->lock);
     struct lt_flows *set = join->dir == CODEC_LINK_OUT ? &s->out : &s->in;
-    if (!s->running || !s->accepting)
+    /* the flows are looked at only while accepting: then they are there */
+    if (!s->running || s->finished)
         snprintf(why, whylen, "a data connection of a link test, and none is under way");
     else if (join->a != s->test)
         snprintf(why, whylen, "a data connection of another link test");
     else if (!same_ip(peer, &s->peer_addr))
         snprintf(why, whylen, "a data connection of a link test from another address");
-    else if (join->n >= (uint32_t)set->n)
+    else if (join->n >= (uint32_t)s->parallel)
         snprintf(why, whylen, "a data connection the link test does not have");
-    else if (set->flow[join->n].fd >= 0)
+    else if (!s->accepting || set->flow[join->n].fd >= 0)
         snprintf(why, whylen, "a data connection of a link test that joined already");
     else if (linktest_token(s->secret, s->test, join->dir, join->n, token) ||
              CRYPTO_memcmp(token, join->token, sizeof token) != 0)
