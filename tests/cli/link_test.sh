@@ -172,6 +172,11 @@ wait_for "$TMP/lerr" "serving it (1 connection each way, 1 s" 10
 { "$TESTTOOL" greet 1 1 T; "$TESTTOOL" join I 0 12345; } | nc -N 127.0.0.1 "$LPORT" >/dev/null 2>&1
 wait_for "$TMP/lerr" "a data connection of another link test" 10
 ok "a data connection naming another test is refused and logged"
+expect 5 "a second tester while a test runs" "$WEIR" -q --link-test -O "127.0.0.1:$LPORT" \
+    --duration "$D"
+has_msg "$TMP/err" "link test to 127.0.0.1:$LPORT: refused: busy: a link test from 127.0.0.1:" \
+    "the second tester is told the listener is busy"
+has_msg "$TMP/lerr" "refused a link test from 127.0.0.1:" "the listener logs the busy refusal"
 wait_bounded "$TPID" 30
 [ "$STATUS" -eq 0 ] || fail "the test a stranger tried to join: exit $STATUS"
 ok "the test a stranger tried to join went on"
