@@ -682,6 +682,7 @@ static int open_control(struct tester *t, struct weir_error *err)
     t->res->loopback = on_this_host(fd, &t->addr);
     struct session_out so;
     session_out_init(&so, &t->ctl.t, true, false, false, 0);
+    so.tester = true;
     if (session_read_greeting(&so, LINKTEST_SILENCE, &t->stop, err))
         return atomic_load(&t->stop) ? stopped(t, err) : -1;
     bool theirs = so.peer_features & CODEC_FEATURE_KEY;

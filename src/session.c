@@ -94,6 +94,7 @@ int session_read_record(struct transport *t, int timeout_ms, atomic_bool *stop,
 
 #define NOT_WEIR "it does not seem to be weir (nc -l, socat and mbuffer take plain bytes: " \
                  "weir --raw)"
+#define NOT_LISTENER "it does not seem to be a weir listener"
 
 int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop,
                           struct weir_error *err)
@@ -103,6 +104,8 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
     size_t got;
     bool eof;
     const char *name = s->t->name;
+    /* plain bytes are no way out for a link tester */
+    const char *hint = s->tester ? NOT_LISTENER : NOT_WEIR;
     if (session_read_record(s->t, (int)(limit * 1000), stop, &r, raw, &got, &eof, err) == 0) {
         if (r.type == 'S' && r.code != 0)   /* refused, and told why */
             return error_set(err, WEIR_EXIT_NETWORK, "receiver: %s", r.msg);
@@ -126,14 +129,14 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
             start[j++] = raw[i] >= 0x20 && raw[i] < 0x7f ? (char)raw[i] : '.';
         start[j] = '\0';
         return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer sent '%s', not a weir "
-                         "greeting: " NOT_WEIR, name, start);
+                         "greeting: %s", name, start, hint);
     }
     if (eof)
         return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer closed the connection without "
-                         "a weir greeting: " NOT_WEIR, name);
+                         "a weir greeting: %s", name, hint);
     if (errno == ETIMEDOUT)
-        return error_set(err, WEIR_EXIT_NETWORK, "%s: no weir greeting within %g s: " NOT_WEIR,
-                         name, limit);
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: no weir greeting within %g s: %s", name,
+                         limit, hint);
     return -1;   /* *err says why */
 }
 

@@ -38,6 +38,7 @@ struct session_out {
     bool greeted;            /* the greeting went out already (before a handshake) */
     uint32_t peer_features;  /* what the receiver's greeting offers */
     bool peer_silent;        /* no greeting: the peer sent nothing at all in time */
+    bool tester;             /* a link tester's: no hint at --raw when it is not weir */
     /* a frame whose write was interrupted: what is left of it */
     unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
     struct iovec pending[3];
