@@ -238,6 +238,7 @@ for c in $CASES; do
             done
         done
         for d in o i; do
+            echo "# link $d, bytes/s each run: weir $(tr '\n' ' ' <"$T/l$d")/ iperf3 $(tr '\n' ' ' <"$T/i$d")" >&2
             lw=$(median <"$T/l$d"); li=$(median <"$T/i$d")
             awk -v a="$lw" -v b="$li" -v d="$d" -v s="$LDUR" 'BEGIN {
                 printf "| loopback `weir --link-test` %s vs `iperf3%s` (128 KiB writes, %s s) | %.2f GB/s | %.2f GB/s | **%.2f** | 0.90 to 1.10 | |\n",
