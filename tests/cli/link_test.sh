@@ -193,6 +193,14 @@ wait_for "$TMP/lerr" "the tester gave up: " 10
 has_msg "$TMP/lerr" "interrupted by SIGINT" "the listener logs why the tester gave up"
 untouched "after an interrupted test"
 
+# ---- a tester that asks for a test and then says nothing is dropped in 10 s
+{ "$TESTTOOL" greet 1 1 T; "$TESTTOOL" hello 1 200000 1024 1; sleep 15; } \
+    | nc -N 127.0.0.1 "$LPORT" >/dev/null 2>&1 &
+PIDS+=($!)
+wait_for "$TMP/lerr" "its data connections did not all join within 10 s (0 of 2); still listening" 15
+ok "a tester whose data connections never come is dropped within 10 s"
+untouched "after a silent tester"
+
 # ---- after the tests, the real sender is admitted and its transfer is whole
 gen "$TMP/in" 3000001 mixed
 expect 0 "a transfer after the tests" "$WEIR" -q -i "$TMP/in" -O "127.0.0.1:$LPORT"
