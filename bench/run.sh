@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-2G}
 RUNS=${RUNS:-5}
-CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu rss latency"}
+CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu rss latency link"}
 bash scripts/deps.sh || exit 1
 if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
@@ -39,6 +39,8 @@ esac
 
 MIX=$D/mixed-$SIZE.bin
 RND=$D/random-$SIZE.bin
+# the link test and the latency need no data
+if [ -n "$(echo " $CASES " | sed 's/ link / /g; s/ latency / /g' | tr -d ' ')" ]; then
 if [ ! -f "$MIX" ]; then
     echo "# generating $SIZE of mixed data (a tar of /usr, repeated)" >&2
     while :; do tar cf - /usr 2>/dev/null || break; done | head -c "$bytes" >"$MIX"
@@ -46,6 +48,7 @@ fi
 [ -f "$RND" ] || head -c "$bytes" /dev/urandom >"$RND"
 [ -f "$MIX.lz4" ] || lz4 -q -1 -c "$MIX" >"$MIX.lz4"
 cat "$MIX" "$RND" "$MIX.lz4" >/dev/null   # into the page cache
+fi
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -208,6 +211,39 @@ for c in $CASES; do
         awk -v s="$SIZE" -v r="$(cat "$T/rss")" 'BEGIN {
             printf "| peak RSS, %s through `weir -m 1G`, consumer keeps up | %.1f MiB | | | ≤ 64 MiB | |\n",
                    s, r / 1024 }' </dev/null ;;
+    link)
+        # a link test's one-way figures against iperf3's, side by side over
+        # loopback, alternately: 128 KiB writes (iperf3's default length),
+        # LDUR seconds each (default 2), with and against the way iperf3 -R
+        # measures the other direction
+        LDUR=${LDUR:-2}
+        : >"$T/lo"; : >"$T/li"; : >"$T/io"; : >"$T/ii"
+        for i in $(seq "$RUNS"); do
+            start_weir_listener --allow-link-test
+            lpid=$!
+            "$W" -q --link-test -O "127.0.0.1:$LP" --duration "$LDUR" --sweep 128k \
+                --progress=json="$T/lj" >/dev/null
+            kill "$lpid" 2>/dev/null; wait
+            for d in out in; do
+                grep -o "\"direction\":\"$d\",\"figure\":{[^}]*" "$T/lj" \
+                    | grep -o '"rate":[0-9]*' | cut -d: -f2 >>"$T/l${d:0:1}"
+            done
+            for r in "" -R; do
+                p=$("$TT" freeport)
+                iperf3 -s -1 -p "$p" >/dev/null 2>&1 & "$TT" waitlisten "$p" 5
+                iperf3 -c 127.0.0.1 -p "$p" -t "$LDUR" -l 128K $r -f k 2>/dev/null \
+                    | awk '/receiver/ {for (i=1;i<=NF;i++) if ($i ~ /Kbits/) print $(i-1)*1000/8}' \
+                    >>"$T/i$([ -z "$r" ] && echo o || echo i)"
+                wait
+            done
+        done
+        for d in o i; do
+            echo "# link $d, bytes/s each run: weir $(tr '\n' ' ' <"$T/l$d")/ iperf3 $(tr '\n' ' ' <"$T/i$d")" >&2
+            lw=$(median <"$T/l$d"); li=$(median <"$T/i$d")
+            awk -v a="$lw" -v b="$li" -v d="$d" -v s="$LDUR" 'BEGIN {
+                printf "| loopback `weir --link-test` %s vs `iperf3%s` (128 KiB writes, %s s) | %.2f GB/s | %.2f GB/s | **%.2f** | 0.90 to 1.10 | |\n",
+                       d == "o" ? "out" : "in", d == "o" ? "" : " -R", s, a / 1e9, b / 1e9, a / b }' </dev/null
+        done ;;
     latency)
         lw=$("$TT" latency 50 "$W" -q)
         lc=$("$TT" latency 50 cat)

@@ -133,6 +133,19 @@ size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase)
     return record_seal(dst, CODEC_KEEPALIVE_SIZE);
 }
 
+size_t codec_link(unsigned char *dst, const struct codec_link *l)
+{
+    record_start(dst, CODEC_LINK_SIZE - 8, 'L');
+    dst[9] = l->op;
+    dst[10] = l->dir;
+    codec_put32(dst + 12, l->n);
+    codec_put64(dst + 16, l->a);
+    codec_put64(dst + 24, l->b);
+    codec_put64(dst + 32, l->c);
+    memcpy(dst + 40, l->token, CODEC_TOKEN_SIZE);
+    return record_seal(dst, CODEC_LINK_SIZE);
+}
+
 size_t codec_record_length(const unsigned char *p)
 {
     uint32_t len = codec_get32(p + 4);
@@ -198,6 +211,33 @@ static int parse_message_record(const unsigned char *p, size_t len, struct codec
     return 0;
 }
 
+/* Which direction byte an op may carry. */
+static bool link_dir_valid(unsigned char op, unsigned char dir)
+{
+    if (op == CODEC_LINK_RUN)
+        return dir == CODEC_LINK_OUT || dir == CODEC_LINK_IN || dir == CODEC_LINK_BOTH;
+    if (op == CODEC_LINK_JOIN)
+        return dir == CODEC_LINK_OUT || dir == CODEC_LINK_IN;
+    return dir == 0;
+}
+
+static int parse_link_record(const unsigned char *p, size_t len, struct codec_record *r,
+                             char *why, size_t whylen)
+{
+    struct codec_link *l = &r->link;
+    if (len != CODEC_LINK_SIZE || !strchr("HWJRUNMPQE", p[9]) || !p[9] || p[11] ||
+        !link_dir_valid(p[9], p[10]))
+        return bad_record(why, whylen, "malformed weir link-test record");
+    l->op = p[9];
+    l->dir = p[10];
+    l->n = codec_get32(p + 12);
+    l->a = codec_get64(p + 16);
+    l->b = codec_get64(p + 24);
+    l->c = codec_get64(p + 32);
+    memcpy(l->token, p + 40, CODEC_TOKEN_SIZE);
+    return 0;
+}
+
 int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *r, char *why,
                        size_t whylen)
 {
@@ -205,7 +245,7 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
     if (len < 24 || codec_record_length(p) != len)
         return bad_record(why, whylen, "malformed weir record (bad length)");
     r->type = p[8];
-    if (strchr("GKSAZ", r->type) && r->type &&
+    if (strchr("GKSAZL", r->type) && r->type &&
         codec_get64(p + len - CODEC_SUM_SIZE) != XXH3_64bits(p, len - CODEC_SUM_SIZE))
         return bad_record(why, whylen, "corrupt weir record (checksum mismatch)");
     switch (r->type) {
@@ -216,7 +256,9 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
         return parse_message_record(p, len, r, why, whylen);
     case 'G':
         if (len != CODEC_GREETING_SIZE || memcmp(p + 9, "WEIR", 4) != 0 ||
-            !zeros(p + 20, 4) || (p[15] != CODEC_ROLE_RECEIVER && p[15] != CODEC_ROLE_SENDER) ||
+            !zeros(p + 20, 4) ||
+            (p[15] != CODEC_ROLE_RECEIVER && p[15] != CODEC_ROLE_SENDER &&
+             p[15] != CODEC_ROLE_TESTER) ||
             p[14] == 0 || p[14] > p[13])
             return bad_record(why, whylen, "malformed weir greeting");
         r->version = p[13];
@@ -238,6 +280,8 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
         r->seq = codec_get64(p + 24);
         r->sum = codec_get64(p + 32);
         return 0;
+    case 'L':
+        return parse_link_record(p, len, r, why, whylen);
     default:
         return bad_record(why, whylen, "unexpected weir record");
     }

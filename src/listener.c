@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "weir/linktest.h"
 #include "weir/sync.h"
 
 #define PENDING_BUF 2048   /* a greeting and a header, or the first sealed record */
@@ -25,8 +26,10 @@ struct pending {
     enum {
         AWAIT_GREETING,        /* the sender's 'G' */
         AWAIT_HEADER,          /* then, without a key, the stream header */
+        AWAIT_LINK,            /* a link tester without a key: its request or join */
         IN_HANDSHAKE,          /* or, with one, the TLS handshake */
-        AWAIT_RECORD,          /* and the header in the first sealed record */
+        AWAIT_RECORD,          /* and the header (a tester: its request) in the
+                                  first sealed record */
     } state;
     unsigned char buf[PENDING_BUF];
     size_t have;
@@ -37,6 +40,8 @@ struct pending {
     uint64_t received;         /* every byte read from it, the handshake's too */
     struct tls_handshake *tls;
     struct seal_session keys;
+    bool tester;               /* it greeted as a link tester (role 'T') */
+    unsigned char secret[LINKTEST_SECRET_SIZE];   /* a keyed tester's, from the handshake */
 };
 
 struct admission {
@@ -45,6 +50,7 @@ struct admission {
     struct weir_log *log;
     struct pending conn[LISTENER_PENDING];
     int count;
+    struct linktest_server *lt;   /* link tests served meanwhile; NULL until the first */
     /* the refusal log is bounded: a flood must not fill a -l file */
     double log_second;          /* the second being counted */
     unsigned logged, unlogged;  /* refusals logged and left out in it */
@@ -92,7 +98,20 @@ static void drop(struct admission *a, struct pending *c, const char *fmt, const 
     tls_handshake_free(c->tls);
     c->tls = NULL;
     OPENSSL_cleanse(&c->keys, sizeof c->keys);
+    OPENSSL_cleanse(c->secret, sizeof c->secret);
     close(c->fd);
+    c->fd = -1;
+    a->count--;
+}
+
+/* A waiting connection was handed over (to a link test): its entry goes,
+ * its descriptor does not. */
+static void release(struct admission *a, struct pending *c)
+{
+    tls_handshake_free(c->tls);
+    c->tls = NULL;
+    OPENSSL_cleanse(&c->keys, sizeof c->keys);
+    OPENSSL_cleanse(c->secret, sizeof c->secret);
     c->fd = -1;
     a->count--;
 }
@@ -176,7 +195,9 @@ static int greet(struct admission *a, int fd, bool trusted)
 {
     unsigned char greeting[CODEC_GREETING_SIZE];
     codec_greeting(greeting, CODEC_ROLE_RECEIVER,
-                   CODEC_FEATURES | (a->cfg->tls && !trusted ? CODEC_FEATURE_KEY : 0));
+                   CODEC_FEATURES | (a->cfg->tls && !trusted ? CODEC_FEATURE_KEY : 0) |
+                       ((a->cfg->tls || a->cfg->allow_link_test) && !trusted
+                            ? CODEC_FEATURE_LINKTEST : 0));
     if (send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) ==
         (ssize_t)sizeof greeting)
         return 0;
@@ -291,6 +312,55 @@ static int judge_keys(struct admission *a, struct pending *c, const struct codec
     return 0;
 }
 
+/* A link tester asked for a test (hello): its connection goes to the link
+ * test server, which serves the test beside this loop.  Keyed, the
+ * connection carries sealed records, the first of which (the hello) was
+ * opened here; rest: what arrived after it.  Returns -1: the connection
+ * left the waiting set, served or refused. */
+static int serve_tester(struct admission *a, struct pending *c, const struct codec_link *hello,
+                        const unsigned char *rest, size_t nrest)
+{
+    struct weir_error err;
+    if (!a->lt && linktest_server_new(&a->lt, a->log, &err)) {
+        drop(a, c, "dropped connection from %s: %s", err.msg);
+        return -1;
+    }
+    bool keyed = c->state == AWAIT_RECORD;
+    char name[120], why[WEIR_ERROR_MAX];
+    snprintf(name, sizeof name, "link test from %s", c->peer);
+    struct transport t;
+    transport_tcp(&t, c->fd, name);
+    if (keyed && transport_sealed(&t, &c->keys, false, 1, rest, nrest, &err)) {
+        transport_none(&t);
+        drop(a, c, "dropped connection from %s: %s", err.msg);
+        return -1;
+    }
+    if (linktest_server_start(a->lt, &t, hello, keyed ? c->secret : NULL, &c->addr, c->peer,
+                              keyed ? tls_identity(c->tls) : NULL, why, sizeof why))
+        refusal(a, "refused a link test from %s: %s", c->peer, why);
+    release(a, c);   /* the server has the descriptor, or closed it */
+    return -1;
+}
+
+/* A data connection of a link test: it goes to the test its token names. */
+static int join_test(struct admission *a, struct pending *c, const struct codec_link *join)
+{
+    char why[200];
+    if (!a->lt) {
+        drop(a, c, "refused connection from %s: %s", "a data connection of a link test, and "
+             "none is under way");
+        return -1;
+    }
+    if (linktest_server_join(a->lt, c->fd, join, &c->addr, why, sizeof why)) {
+        drop(a, c, "refused connection from %s: %s", why);
+        return -1;
+    }
+    log_msg(a->log, LOG_DEBUG, "connection from %s: a data connection of the link test",
+            c->peer);
+    release(a, c);
+    return -1;
+}
+
 static int judge_record(struct admission *a, struct pending *c);
 
 /* Advance a connection's handshake with what arrived; what it must send
@@ -313,7 +383,9 @@ static int handshake(struct admission *a, struct pending *c, const unsigned char
     if (st == TLS_WANT)
         return 0;
     c->keys.epoch_records = a->cfg->epoch_records;
-    if (tls_export(c->tls, &c->keys, true, &err)) {
+    if (tls_export(c->tls, &c->keys, true, &err) ||
+        (c->tester && tls_export_bytes(c->tls, LINKTEST_EXPORT_LABEL, c->secret,
+                                       sizeof c->secret, &err))) {
         drop(a, c, "dropped connection from %s: %s", err.msg);
         return -1;
     }
@@ -351,6 +423,17 @@ static int judge_record(struct admission *a, struct pending *c)
     sealer_free(&rx);
     struct codec_record r;
     char why[96];
+    if (c->tester) {
+        if (!ok || plen != CODEC_LINK_SIZE ||
+            codec_parse_record(plain, plen, &r, why, sizeof why) || r.type != 'L' ||
+            r.link.op != CODEC_LINK_HELLO) {
+            drop(a, c, "refused connection from %s: %s", ok ? "no link-test request in the "
+                 "tester's first encrypted record" : "its first encrypted record does not "
+                 "open");
+            return -1;
+        }
+        return serve_tester(a, c, &r.link, c->buf + len, c->have - len);
+    }
     if (!ok || plen != CODEC_HEADER_SIZE ||
         codec_parse_record(plain, plen, &r, why, sizeof why) || r.type != 'H') {
         drop(a, c, "refused connection from %s: %s", ok ? "no weir stream header in its first "
@@ -358,6 +441,64 @@ static int judge_record(struct admission *a, struct pending *c)
         return -1;
     }
     return 1;
+}
+
+/* A link tester's greeting (r), and what follows it.  With a key it must
+ * pass the handshake, and its request comes sealed (judge_record); without
+ * one, its request (only to a keyless listener that allows tests) or a data
+ * connection's join comes in clear.  0: keep waiting; -1: it left the
+ * waiting set (refused, served or joined). */
+static int judge_tester(struct admission *a, struct pending *c, const struct codec_record *r)
+{
+    if (c->state == AWAIT_GREETING) {
+        c->tester = true;
+        bool theirs = r->features & CODEC_FEATURE_KEY;
+        if (theirs && !a->cfg->tls) {
+            drop(a, c, "refused connection from %s: %s", "a link tester with a key: this "
+                 "listener has none (give it --key-file as well, or the tester none)");
+            return -1;
+        }
+        if (theirs) {
+            struct weir_error err;
+            if (tls_handshake_new(&c->tls, a->cfg->tls, &err)) {
+                drop(a, c, "dropped connection from %s: %s", err.msg);
+                return -1;
+            }
+            c->state = IN_HANDSHAKE;
+            size_t rest = c->have - CODEC_GREETING_SIZE;
+            unsigned char first[PENDING_BUF];
+            memcpy(first, c->buf + CODEC_GREETING_SIZE, rest);
+            c->have = 0;
+            return handshake(a, c, first, rest) < 0 ? -1 : 0;
+        }
+        c->state = AWAIT_LINK;
+    }
+    if (c->have < CODEC_GREETING_SIZE + CODEC_LINK_SIZE)
+        return 0;
+    struct codec_record q;
+    char why[96];
+    if (codec_parse_record(c->buf + CODEC_GREETING_SIZE, CODEC_LINK_SIZE, &q, why,
+                           sizeof why) || q.type != 'L' ||
+        (q.link.op != CODEC_LINK_HELLO && q.link.op != CODEC_LINK_JOIN)) {
+        drop(a, c, "refused connection from %s: %s", "no link-test request after the "
+             "tester's greeting");
+        return -1;
+    }
+    if (q.link.op == CODEC_LINK_JOIN)
+        return join_test(a, c, &q.link);
+    if (a->cfg->tls) {
+        drop(a, c, "refused connection from %s: %s", "a link tester without a key: this "
+             "listener serves link tests only to holders of its key (give the tester "
+             "--key-file)");
+        return -1;
+    }
+    if (!a->cfg->allow_link_test) {
+        drop(a, c, "refused connection from %s: %s", "a link tester: this listener does not "
+             "serve link tests (start it with --allow-link-test, or give both ends "
+             "--key-file)");
+        return -1;
+    }
+    return serve_tester(a, c, &q.link, NULL, 0);
 }
 
 /* Judge what a weir peer has sent so far.  1: admitted; 0: keep waiting;
@@ -397,16 +538,19 @@ static int judge_weir(struct admission *a, struct pending *c)
         return 0;
     struct codec_record r;
     if (codec_parse_record(c->buf, CODEC_GREETING_SIZE, &r, why, sizeof why) ||
-        r.type != 'G' || r.role != CODEC_ROLE_SENDER) {
+        r.type != 'G' || (r.role != CODEC_ROLE_SENDER && r.role != CODEC_ROLE_TESTER)) {
         drop(a, c, "refused connection from %s: %s", "it did not greet as a weir sender");
         return -1;
     }
     if (!codec_protocol_compatible(&r)) {
-        snprintf(why, sizeof why, "the sender speaks weir protocol %u to %u, this receiver "
-                 "%u to %u", r.oldest, r.version, CODEC_PROTOCOL_OLDEST, CODEC_PROTOCOL);
+        snprintf(why, sizeof why, "the %s speaks weir protocol %u to %u, this receiver "
+                 "%u to %u", r.role == CODEC_ROLE_TESTER ? "link tester" : "sender", r.oldest,
+                 r.version, CODEC_PROTOCOL_OLDEST, CODEC_PROTOCOL);
         drop(a, c, "refused connection from %s: %s", why);
         return -1;
     }
+    if (r.role == CODEC_ROLE_TESTER)
+        return judge_tester(a, c, &r);
     if (c->state == AWAIT_GREETING) {
         struct weir_error err;
         if (judge_keys(a, c, &r, &err))
@@ -469,7 +613,8 @@ static int hear(struct admission *a, struct pending *c)
     /* only what this step needs: the rest stays in the socket */
     size_t want = c->state == AWAIT_RECORD ? sizeof c->buf
                   : c->state == AWAIT_HEADER ? CODEC_GREETING_SIZE + CODEC_HEADER_SIZE
-                                             : CODEC_GREETING_SIZE;
+                  : c->state == AWAIT_LINK ? CODEC_GREETING_SIZE + CODEC_LINK_SIZE
+                                           : CODEC_GREETING_SIZE;
     if (c->have >= want) {
         drop(a, c, "refused connection from %s: %s", "it sent too much before proving itself");
         return -1;
@@ -616,6 +761,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
         }
     }
     for (;;) {
+        linktest_server_reap(a->lt);   /* a test that is over leaves no thread behind */
         if (atomic_load(stop)) {
             errno = ECANCELED;
             error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "listen %s", l->addr);
@@ -655,6 +801,8 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
             if (pfd[i].revents && who[i]->fd >= 0 && hear(a, who[i]) == 1)
                 won = who[i];
         if (won && admit(a, won, t, ahead, nahead, plain) == 0) {
+            /* the transfer begins: a link test would only compete with it */
+            linktest_server_free(a->lt, "the listener admitted its transfer");
             free(a);
             return 0;
         }
@@ -662,6 +810,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
             if (accept_some(a, &won, err))
                 break;
             if (won && admit(a, won, t, ahead, nahead, plain) == 0) {
+                linktest_server_free(a->lt, "the listener admitted its transfer");
                 free(a);
                 return 0;
             }
@@ -670,6 +819,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
     for (int i = 0; i < LISTENER_PENDING; i++)
         if (a->conn[i].fd >= 0)
             drop(a, &a->conn[i], NULL, NULL);
+    linktest_server_free(a->lt, "the listener stopped");
     free(a);
     return rc;
 }

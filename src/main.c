@@ -217,6 +217,64 @@ static int serve_ssh(struct weir_log *log, struct progress *pr)
     return status;
 }
 
+/* --link-test: the observer's JSON lines as figures come. */
+static void link_rtt(void *ctx, const struct linktest_result *r)
+{
+    progress_link_rtt(ctx, r);
+}
+
+static void link_figure(void *ctx, const struct linktest_result *r, int row,
+                        enum linktest_way way)
+{
+    progress_link_figure(ctx, r, row, way);
+}
+
+/* --link-test: the test (linktest.h), its table on standard output (unless
+ * the JSON lines go there), the JSON lines, the exit status. */
+static int link_test(const struct weir_options *opts, struct weir_log *log,
+                     struct progress *pr)
+{
+    struct linktest_config cfg;
+    struct weir_error err;
+    options_to_linktest(opts, &cfg);
+    const char *epochs = getenv("WEIR_TEST_EPOCH_RECORDS");   /* test-only, as for -I */
+    if (epochs)
+        cfg.epoch_records = strtoull(epochs, NULL, 10);
+    bool table = !(pr->target == PROGRESS_FD && pr->fd == STDOUT_FILENO);
+    if (table && opts->stdout_closed) {
+        fprintf(stderr, "weir: output <stdout>: standard output is closed (the table goes "
+                "there)\n");
+        return WEIR_EXIT_OUTPUT;
+    }
+    if (weir_signals_block(&err)) {
+        log_msg(log, LOG_ERROR, "%s", err.msg);
+        return err.status;
+    }
+    progress_link_begin(pr, &cfg);
+    struct linktest_observer obs = {.rtt = link_rtt, .figure = link_figure, .ctx = pr};
+    struct linktest_result *res = malloc(sizeof *res);
+    if (!res) {
+        log_msg(log, LOG_ERROR, "link test: out of memory");
+        return WEIR_EXIT_INTERNAL;
+    }
+    int status = WEIR_EXIT_OK;
+    if (linktest_run(&cfg, log, &obs, res, &err)) {
+        log_msg(log, LOG_ERROR, "%s", err.msg);
+        status = err.status;
+    } else if (table) {
+        char text[8192];
+        stats_link_table(res, text, sizeof text);
+        if (fputs(text, stdout) == EOF || fflush(stdout) != 0) {
+            error_sys(&err, WEIR_EXIT_OUTPUT, errno, "output <stdout>");
+            status = err.status;
+            log_msg(log, LOG_ERROR, "%s", err.msg);
+        }
+    }
+    progress_link_end(pr, res, status, status ? err.msg : NULL);
+    free(res);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     bool closed[3];
@@ -269,7 +327,9 @@ int main(int argc, char **argv)
         return err.status;
     }
     int status;
-    if (opts.ssh_server) {
+    if (opts.link_test) {
+        status = link_test(&opts, &log, &pr);
+    } else if (opts.ssh_server) {
         status = serve_ssh(&log, &pr);
     } else if (opts.ssh_host) {
         struct remote *r = NULL;

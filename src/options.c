@@ -30,6 +30,7 @@ enum long_only {
     OPT_SSH, OPT_RSH, OPT_REMOTE_WEIR, OPT_REMOTE, OPT_PULL, OPT_REMOTE_OPTS, OPT_SSH_SERVER,
     OPT_SSH_TUNNEL, OPT_SSH_DIRECT, OPT_CONNECT_BACK,
     OPT_SPARSE,
+    OPT_LINK_TEST, OPT_ALLOW_LINK_TEST, OPT_DURATION, OPT_PARALLEL, OPT_SWEEP,
 };
 
 static const struct option long_opts[] = {
@@ -73,6 +74,11 @@ static const struct option long_opts[] = {
     {"ssh-direct", no_argument, NULL, OPT_SSH_DIRECT},
     {"connect-back", no_argument, NULL, OPT_CONNECT_BACK},
     {"sparse", no_argument, NULL, OPT_SPARSE},
+    {"link-test", no_argument, NULL, OPT_LINK_TEST},
+    {"allow-link-test", no_argument, NULL, OPT_ALLOW_LINK_TEST},
+    {"duration", required_argument, NULL, OPT_DURATION},
+    {"parallel", required_argument, NULL, OPT_PARALLEL},
+    {"sweep", required_argument, NULL, OPT_SWEEP},
     {NULL, 0, NULL, 0},
 };
 
@@ -133,6 +139,13 @@ void options_usage(FILE *out)
 "  --ssh-tunnel       the data goes through the ssh connection (ssh encrypts)\n"
 "  --ssh-direct       never through ssh: fail if no direct connection is made\n"
 "  --connect-back     this weir listens and the remote one connects (NAT)\n"
+"link test (throughput both ways and the round trip, with no data of yours):\n"
+"  --link-test -O HOST:PORT  measure the link to a weir -I there, which serves\n"
+"                     holders of its --key-file, or anyone with --allow-link-test\n"
+"  --duration S       seconds a measurement (default 2)\n"
+"  --parallel N       connections each way (default 1, at most 16)\n"
+"  --sweep short|full|SIZE,...  write sizes (short: 1k 64k 1M; full: 1k to 1M)\n"
+"  --allow-link-test  -I: serve link tests to testers without a key as well\n"
 "\n"
 "compression and the weir stream:\n"
 "  -z, --compress[=LEVEL]  LZ4-compress what is sent (LEVEL > 2 uses LZ4HC)\n"
@@ -390,6 +403,75 @@ static int check_ssh(const struct weir_options *o, struct weir_error *err)
         return bad(err, "-H/--hash with --ssh: not supported yet (take the digest with "
                    "--remote-opts on the receiving end)");
     return 0;
+}
+
+/* --link-test against one listener, and nothing of a transfer; the
+ * options of a test only with it; a listener's own only with -I. */
+static int check_link_test(struct weir_options *o, const struct raw_sizes *r,
+                           struct weir_error *err)
+{
+    if (o->allow_link_test && !o->listen)
+        return bad(err, "--allow-link-test needs -I: it lets a listener serve link tests");
+    if (o->allow_link_test && o->raw)
+        return bad(err, "--allow-link-test and --raw contradict each other: a --raw listener "
+                   "never greets, so no tester can ask it for a test");
+    if (!o->link_test) {
+        if (o->link_duration > 0)
+            return bad(err, "--duration needs --link-test");
+        if (o->link_parallel > 0)
+            return bad(err, "--parallel needs --link-test");
+        if (o->link_sweep)
+            return bad(err, "--sweep needs --link-test");
+        return 0;
+    }
+    if (o->listen || o->input_path || o->command)
+        return bad(err, "--link-test moves no data of yours: it takes no -i, -I or command");
+    if (o->noutputs != 1 || o->outputs[0].kind != OUTPUT_TCP)
+        return bad(err, "--link-test needs one -O HOST:PORT (the listener it tests against) "
+                   "and no other output");
+    if (o->compress || o->decode || o->raw || o->hash)
+        return bad(err, "--link-test measures the link itself: -z, -d, --raw and -H do not "
+                   "apply");
+    if (o->read_rate || o->write_rate || o->expect_size || o->watchdog > 0 ||
+        o->start_write_pct || o->resume_read_pct != 100 || r->mem || r->block || r->blocks)
+        return bad(err, "--link-test has no buffer: -m, -s, -b, -P, -p, -r, -R, --size and -W "
+                   "do not apply");
+    if (o->link_duration == 0)
+        o->link_duration = LINKTEST_DURATION_DEFAULT;
+    if (o->link_parallel == 0)
+        o->link_parallel = 1;
+    if (o->link_nsizes == 0)
+        o->link_nsizes = linktest_sweep("short", o->link_sizes);
+    return 0;
+}
+
+/* --sweep short, full, or a list of write sizes. */
+static int parse_sweep(struct weir_options *o, const char *arg, struct weir_error *err)
+{
+    o->link_sweep = arg;
+    o->link_nsizes = linktest_sweep(arg, o->link_sizes);
+    if (o->link_nsizes > 0)
+        return 0;
+    const char *p = arg;
+    for (;;) {
+        char one[32];
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof one)
+            return bad(err, "--sweep: '%s' is not short, full or a list of sizes (1k,64k,1M)",
+                       arg);
+        memcpy(one, p, len);
+        one[len] = '\0';
+        uint64_t v;
+        if (options_parse_size(one, &v) || v < LINKTEST_SIZE_MIN || v > LINKTEST_SIZE_MAX)
+            return bad(err, "--sweep: '%s' is not a write size from %u bytes to 4M", one,
+                       LINKTEST_SIZE_MIN);
+        if (o->link_nsizes == LINKTEST_SIZES_MAX)
+            return bad(err, "--sweep: more than %d write sizes", LINKTEST_SIZES_MAX);
+        o->link_sizes[o->link_nsizes++] = (uint32_t)v;
+        if (!p[len])
+            return 0;
+        p += len + 1;
+    }
 }
 
 static int check_conflicts(struct weir_options *o, bool ct_given,
@@ -714,6 +796,25 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         return 0;
     }
     case OPT_CONNECT_BACK: o->connect_back = true; return 0;
+    case OPT_LINK_TEST: o->link_test = true; return 0;
+    case OPT_ALLOW_LINK_TEST: o->allow_link_test = true; return 0;
+    case OPT_DURATION: {
+        char *end;
+        errno = 0;
+        double v = strtod(arg, &end);
+        if (errno || end == arg || *end || !isfinite(v) || v < LINKTEST_DURATION_MIN ||
+            v > LINKTEST_DURATION_MAX)
+            return bad(err, "--duration: '%s' is not a number of seconds from %g to %g", arg,
+                       LINKTEST_DURATION_MIN, LINKTEST_DURATION_MAX);
+        o->link_duration = v;
+        return 0;
+    }
+    case OPT_PARALLEL:
+        return parse_int("--parallel", arg, 1, LINKTEST_PARALLEL_MAX, &o->link_parallel, err);
+    case OPT_SWEEP:
+        if (o->link_sweep)
+            return bad(err, "--sweep: given more than once");
+        return parse_sweep(o, arg, err);
     case OPT_INTERVAL:
         if (parse_secs("--interval", arg, &o->interval, err))
             return -1;
@@ -791,7 +892,7 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
     if (o->input_path && strcmp(o->input_path, "-") == 0)
         o->input_path = NULL;
     if (resolve_sizes(o, &r, err) || check_conflicts(o, ct_given, err) ||
-        check_progress(o, err))
+        check_link_test(o, &r, err) || check_progress(o, err))
         return -1;
     return 0;
 }
@@ -863,4 +964,21 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->log_path = o->log_path;
     c->key_file = o->key_file;
     c->key_id = o->key_id;
+    c->allow_link_test = o->allow_link_test;
+}
+
+void options_to_linktest(const struct weir_options *o, struct linktest_config *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->host, sizeof c->host, "%s", o->outputs[0].host);
+    snprintf(c->port, sizeof c->port, "%s", o->outputs[0].port);
+    c->tcp.family = o->family;
+    c->tcp.connect_timeout = o->connect_timeout;
+    c->tcp.io_timeout = o->io_timeout;
+    c->key_file = o->key_file;
+    c->key_id = o->key_id;
+    c->duration = o->link_duration;
+    c->parallel = o->link_parallel;
+    memcpy(c->sizes, o->link_sizes, sizeof c->sizes);
+    c->nsizes = o->link_nsizes;
 }

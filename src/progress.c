@@ -498,27 +498,36 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
     add_outputs(l, s);
 }
 
-void progress_begin(struct progress *pr, const struct stats_snapshot *s)
+/* The clocks of the lines start; a file that was there is emptied.  False
+ * when that failed (said once: no lines then). */
+static bool start(struct progress *pr)
 {
-    if (!progress_on(pr))
-        return;
     pr->begun = true;
     pr->real0 = wall_now();
     pr->mono0 = clock_now();
     pr->next = pr->mono0 + pr->interval;
-    pr->last = *s;
     if (pr->target == PROGRESS_PATH && !pr->created) {
         /* the engine found it is no input or output: now it may be emptied */
         struct stat st;
         if (fstat(pr->fd, &st) != 0) {
             give_up(pr, "fstat", strerror(errno));
-            return;
+            return false;
         }
         if (S_ISREG(st.st_mode) && ftruncate(pr->fd, 0) != 0) {
             give_up(pr, "truncate", strerror(errno));
-            return;
+            return false;
         }
     }
+    return true;
+}
+
+void progress_begin(struct progress *pr, const struct stats_snapshot *s)
+{
+    if (!progress_on(pr))
+        return;
+    pr->last = *s;
+    if (!start(pr))
+        return;
     struct line l = {.p = pr->buf, .cap = pr->cap};
     add_common(pr, &l, "start", s, s->phase, false);
     add(&l, "}");
@@ -576,5 +585,130 @@ void progress_end(struct progress *pr, const struct stats_snapshot *s, int statu
     add_string(&l, text);
     add(&l, "}}");
     pr->last = *s;
+    emit(pr, &l, PROGRESS_WAIT_END);
+}
+
+/* ---- a link test's lines -------------------------------------------------- */
+
+static void link_head(struct progress *pr, struct line *l, const char *event)
+{
+    l->len = 0;
+    l->overflow = false;
+    add(l, "{\"schema\":%d,\"time\":%.3f,\"event\":\"%s\"", PROGRESS_SCHEMA,
+        wall_time(pr), event);
+}
+
+static const char *const way_names[LINKTEST_WAYS] = {"out", "in", "both_out", "both_in"};
+
+static void add_figure(struct line *l, const struct linktest_figure *f)
+{
+    if (!f->done) {
+        add(l, "null");
+        return;
+    }
+    add(l, "{\"bytes\":%llu,\"seconds\":%.6f", (unsigned long long)f->bytes, f->secs);
+    add_rate(l, "rate", (double)f->bytes, f->secs);
+    add(l, ",\"cpu_here\":%.3f,\"cpu_there\":%.3f}", f->cpu_here, f->cpu_there);
+}
+
+static void add_rtt(struct line *l, const struct linktest_result *r)
+{
+    if (r->pings == 0)
+        add(l, ",\"rtt\":null");
+    else
+        add(l, ",\"rtt\":{\"pings\":%d,\"median\":%.6f,\"min\":%.6f,\"max\":%.6f}",
+            r->pings, r->rtt_median, r->rtt_min, r->rtt_max);
+}
+
+void progress_link_begin(struct progress *pr, const struct linktest_config *c)
+{
+    if (!progress_on(pr) || !start(pr))
+        return;
+    struct line l = {.p = pr->buf, .cap = pr->cap};
+    char listener[300];
+    snprintf(listener, sizeof listener, strchr(c->host, ':') ? "[%s]:%s" : "%s:%s", c->host,
+             c->port);
+    link_head(pr, &l, "link-start");
+    add(&l, ",\"listener\":");
+    add_string(&l, listener);
+    add(&l, ",\"duration\":%g,\"parallel\":%d,\"sizes\":[", c->duration, c->parallel);
+    for (int i = 0; i < c->nsizes; i++)
+        add(&l, "%s%u", i ? "," : "", c->sizes[i]);
+    add(&l, "]}");
+    emit(pr, &l, PROGRESS_WAIT);
+}
+
+void progress_link_rtt(struct progress *pr, const struct linktest_result *r)
+{
+    if (!progress_on(pr) || !pr->begun)
+        return;
+    struct line l = {.p = pr->buf, .cap = pr->cap};
+    link_head(pr, &l, "link-rtt");
+    add(&l, ",\"peer\":");
+    add_string(&l, r->peer);
+    add_rtt(&l, r);
+    add(&l, "}");
+    emit(pr, &l, PROGRESS_WAIT);
+}
+
+void progress_link_figure(struct progress *pr, const struct linktest_result *r, int row,
+                          enum linktest_way way)
+{
+    if (!progress_on(pr) || !pr->begun)
+        return;
+    struct line l = {.p = pr->buf, .cap = pr->cap};
+    link_head(pr, &l, "link-figure");
+    add(&l, ",\"size\":%u,\"direction\":\"%s\",\"figure\":", r->rows[row].size,
+        way_names[way]);
+    add_figure(&l, &r->rows[row].fig[way]);
+    add(&l, "}");
+    emit(pr, &l, PROGRESS_WAIT);
+}
+
+void progress_link_end(struct progress *pr, const struct linktest_result *r, int status,
+                       const char *message)
+{
+    if (!progress_on(pr))
+        return;
+    if (!pr->begun && !start(pr))
+        return;
+    bool ok = status == WEIR_EXIT_OK;
+    struct line l = {.p = pr->buf, .cap = pr->cap};
+    link_head(pr, &l, "link-end");
+    add(&l, ",\"status\":%d,\"ok\":%s,\"message\":", status, ok ? "true" : "false");
+    add_string(&l, ok ? NULL : message);
+    add(&l, ",\"listener\":");
+    add_string(&l, r->listener);
+    add(&l, ",\"peer\":");
+    add_string(&l, r->peer[0] ? r->peer : NULL);
+    add(&l, ",\"key\":");
+    add_string(&l, r->key_id[0] ? r->key_id : NULL);
+    add(&l, ",\"loopback\":%s,\"duration\":%g,\"parallel\":%d,\"cpus_here\":%d,"
+        "\"cpus_there\":%d", r->loopback ? "true" : "false", r->duration, r->parallel,
+        r->cpus_here, r->cpus_there);
+    add_rtt(&l, r);
+    add(&l, ",\"rows\":[");
+    for (int i = 0; i < r->nrows; i++) {
+        const struct linktest_row *row = &r->rows[i];
+        add(&l, "%s{\"size\":%u", i ? "," : "", row->size);
+        for (int w = 0; w < LINKTEST_WAYS; w++) {
+            add(&l, ",\"%s\":", way_names[w]);
+            add_figure(&l, &row->fig[w]);
+        }
+        if (row->fig[LINKTEST_BOTH_OUT].done && row->fig[LINKTEST_BOTH_IN].done)
+            add(&l, ",\"both_total\":%.0f}",
+                row->fig[LINKTEST_BOTH_OUT].rate + row->fig[LINKTEST_BOTH_IN].rate);
+        else
+            add(&l, ",\"both_total\":null}");
+    }
+    static const char *const duplex[] = {"unknown", "full", "half"};
+    add(&l, "],\"duplex\":\"%s\",\"duplex_ratio\":", duplex[r->duplex]);
+    if (r->duplex_row >= 0)
+        add(&l, "%.3f,\"duplex_size\":%u", r->duplex_ratio, r->rows[r->duplex_row].size);
+    else
+        add(&l, "null,\"duplex_size\":null");
+    add(&l, ",\"cpu_bound\":%s,\"verdict\":", r->cpu_bound ? "true" : "false");
+    add_string(&l, r->verdict);
+    add(&l, "}");
     emit(pr, &l, PROGRESS_WAIT_END);
 }

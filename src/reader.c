@@ -706,7 +706,8 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
                                   .tls = p->tls_server, .epoch_records = p->cfg->epoch_records,
                                   .channel_fd = p->channel_fd,
                                   .channel_trusted = p->cfg->channel_trusted,
-                                  .channel_name = p->cfg->channel_name};
+                                  .channel_name = p->cfg->channel_name,
+                                  .allow_link_test = p->cfg->allow_link_test};
     if (s->io_timeout > 0 && s->io_timeout < cfg.handshake_timeout)
         cfg.handshake_timeout = s->io_timeout;
     struct transport t;

@@ -1,6 +1,7 @@
 /* report.c - see include/weir/report.h. */
 #include "weir/report.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -210,4 +211,79 @@ void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, siz
     if (v)
         snprintf(buf + n, len - (size_t)n, "; buffer empty %.0f%% and full %.0f%% of the time: %s",
                  empty * 100, full * 100, v);
+}
+
+void stats_rate_text(double bytes_per_sec, char *buf, size_t len)
+{
+    char b[24];
+    stats_bytes(bytes_per_sec > 0 ? (uint64_t)bytes_per_sec : 0, b, sizeof b);
+    snprintf(buf, len, "%s/s", b);
+}
+
+/* Append one line (fmt has no newline), whole or not at all. */
+static void table_line(char *buf, size_t len, size_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void table_line(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+    if (*at >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *at, len - *at, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n + 2 > len - *at) {
+        buf[*at] = '\0';
+        *at = len;   /* no more lines */
+        return;
+    }
+    buf[*at + (size_t)n] = '\n';
+    buf[*at + (size_t)n + 1] = '\0';
+    *at += (size_t)n + 1;
+}
+
+static void figure_text(const struct linktest_figure *f, char *buf, size_t len)
+{
+    if (f->done)
+        stats_rate_text(f->rate, buf, len);
+    else
+        snprintf(buf, len, "-");
+}
+
+void stats_link_table(const struct linktest_result *r, char *buf, size_t len)
+{
+    size_t at = 0;
+    if (len)
+        buf[0] = '\0';
+    char key[100];
+    if (r->key_id[0])
+        snprintf(key, sizeof key, "the key '%s'", r->key_id);
+    else
+        snprintf(key, sizeof key, "no key");
+    table_line(buf, len, &at, "link test to %s (%s): %d connection%s each way, %g s a "
+               "measurement, %s", r->listener, r->peer, r->parallel,
+               r->parallel == 1 ? "" : "s", r->duration, key);
+    if (r->pings > 0)
+        table_line(buf, len, &at, "round trip: %.3f ms (median of %d; %.3f to %.3f ms)",
+                   r->rtt_median * 1e3, r->pings, r->rtt_min * 1e3, r->rtt_max * 1e3);
+    table_line(buf, len, &at, "%10s  %12s  %12s  %12s  %12s  %12s", "write size", "out", "in",
+               "both: out", "both: in", "both: total");
+    for (int i = 0; i < r->nrows; i++) {
+        const struct linktest_row *row = &r->rows[i];
+        char size[32], f[LINKTEST_WAYS][32], total[32];
+        linktest_size_name(row->size, size, sizeof size);
+        for (int w = 0; w < LINKTEST_WAYS; w++)
+            figure_text(&row->fig[w], f[w], sizeof f[w]);
+        if (row->fig[LINKTEST_BOTH_OUT].done && row->fig[LINKTEST_BOTH_IN].done)
+            stats_rate_text(row->fig[LINKTEST_BOTH_OUT].rate + row->fig[LINKTEST_BOTH_IN].rate,
+                            total, sizeof total);
+        else
+            snprintf(total, sizeof total, "-");
+        table_line(buf, len, &at, "%10s  %12s  %12s  %12s  %12s  %12s", size,
+                   f[LINKTEST_OUT], f[LINKTEST_IN], f[LINKTEST_BOTH_OUT], f[LINKTEST_BOTH_IN],
+                   total);
+    }
+    table_line(buf, len, &at, "out: from this host to %s; in: from it to this host; each "
+               "figure taken where the bytes arrived", r->peer);
+    table_line(buf, len, &at, "duplex: %s", r->verdict);
 }

@@ -2,12 +2,16 @@
 #include "weir/session.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "weir/io.h"
+#include "weir/seal.h"
 #include "weir/sync.h"
+#include "weir/tls.h"
 
 /* ---- the sending side ---------------------------------------------------- */
 
@@ -90,6 +94,7 @@ int session_read_record(struct transport *t, int timeout_ms, atomic_bool *stop,
 
 #define NOT_WEIR "it does not seem to be weir (nc -l, socat and mbuffer take plain bytes: " \
                  "weir --raw)"
+#define NOT_LISTENER "it does not seem to be a weir listener"
 
 int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop,
                           struct weir_error *err)
@@ -99,6 +104,8 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
     size_t got;
     bool eof;
     const char *name = s->t->name;
+    /* plain bytes are no way out for a link tester */
+    const char *hint = s->tester ? NOT_LISTENER : NOT_WEIR;
     if (session_read_record(s->t, (int)(limit * 1000), stop, &r, raw, &got, &eof, err) == 0) {
         if (r.type == 'S' && r.code != 0)   /* refused, and told why */
             return error_set(err, WEIR_EXIT_NETWORK, "receiver: %s", r.msg);
@@ -122,14 +129,14 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
             start[j++] = raw[i] >= 0x20 && raw[i] < 0x7f ? (char)raw[i] : '.';
         start[j] = '\0';
         return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer sent '%s', not a weir "
-                         "greeting: " NOT_WEIR, name, start);
+                         "greeting: %s", name, start, hint);
     }
     if (eof)
         return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer closed the connection without "
-                         "a weir greeting: " NOT_WEIR, name);
+                         "a weir greeting: %s", name, hint);
     if (errno == ETIMEDOUT)
-        return error_set(err, WEIR_EXIT_NETWORK, "%s: no weir greeting within %g s: " NOT_WEIR,
-                         name, limit);
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: no weir greeting within %g s: %s", name,
+                         limit, hint);
     return -1;   /* *err says why */
 }
 
@@ -361,4 +368,77 @@ int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chai
         if (r <= 0)
             return 0;
     }
+}
+
+/* ---- the handshake of a connecting end ------------------------------------ */
+
+int session_handshake(struct transport *t, struct tls_context *ctx, double limit,
+                      uint64_t epoch_records, atomic_bool *stop, const char *label,
+                      unsigned char *secret, size_t secretlen, struct weir_error *e)
+{
+    struct tls_handshake *h;
+    if (tls_handshake_new(&h, ctx, e))
+        return STEP_FAIL;
+    static const size_t cap = 16384;
+    unsigned char *in = malloc(cap), *out = malloc(cap);
+    double deadline = clock_now() + limit;
+    int rc = in && out ? STEP_OK : STEP_FAIL;
+    if (rc != STEP_OK)
+        error_set(e, WEIR_EXIT_INTERNAL, "%s: out of memory", t->name);
+    size_t n = 0;
+    for (int st = TLS_WANT; rc == STEP_OK;) {
+        size_t outlen = cap;
+        st = tls_step(h, in, n, out, &outlen, e);
+        if (outlen > 0 && transport_write_all(t, out, outlen,
+                                              (int)((deadline - clock_now()) * 1000) + 1, stop))
+            rc = errno == ECANCELED ? STEP_STOP
+                 : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", t->name),
+                    STEP_FAIL);
+        if (rc != STEP_OK || st == TLS_DONE)
+            break;
+        if (st == TLS_FAILED) {
+            char why[WEIR_ERROR_MAX];
+            snprintf(why, sizeof why, "%s", e->msg);
+            error_set(e, WEIR_EXIT_NETWORK, "%s: %s", t->name, why);
+            rc = STEP_FAIL;
+            break;
+        }
+        double left = deadline - clock_now();
+        ssize_t r = left > 0 ? t->ops->read(t, in, cap, (int)(left * 1000) + 1, stop)
+                             : (errno = ETIMEDOUT, -1);
+        if (r > 0) {
+            n = (size_t)r;
+        } else if (r < 0 && errno == ECANCELED) {
+            rc = STEP_STOP;
+        } else {
+            rc = r == 0 || errno == ECONNRESET
+                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver closed the connection "
+                                 "during the handshake (does it have this key?)", t->name)
+                 : errno == ETIMEDOUT
+                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: no handshake within %g s",
+                                 t->name, limit)
+                     : error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", t->name);
+            rc = STEP_FAIL;
+        }
+    }
+    if (rc == STEP_OK && label && tls_export_bytes(h, label, secret, secretlen, e))
+        rc = STEP_FAIL;
+    if (rc == STEP_OK) {
+        struct seal_session keys = {.epoch_records = epoch_records};
+        /* at most one read's worth, and that read was at most cap */
+        ssize_t left = tls_leftover(h, in, cap);
+        if (left < 0) {
+            error_set(e, WEIR_EXIT_INTERNAL, "%s: more bytes after the handshake than weir "
+                      "keeps", t->name);
+            rc = STEP_FAIL;
+        } else if (tls_export(h, &keys, false, e) ||
+                   transport_sealed(t, &keys, true, 0, in, (size_t)left, e)) {
+            rc = STEP_FAIL;
+        }
+        OPENSSL_cleanse(&keys, sizeof keys);
+    }
+    tls_handshake_free(h);
+    free(in);
+    free(out);
+    return rc;
 }

@@ -323,3 +323,46 @@ int tcp_connect(const char *host, const char *port, const struct tcp_settings *o
                          strerror(last), o->connect_timeout);
     return error_sys(err, WEIR_EXIT_NETWORK, last, "%s: connect", name);
 }
+
+int tcp_connect_addr(const struct sockaddr *sa, socklen_t len, double timeout,
+                     double io_timeout, atomic_bool *stop, int *out)
+{
+    *out = -1;
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    set_class(fd, sa->sa_family, TCP_WEIR_MARK);
+    double deadline = clock_now() + timeout;
+    int e = 0;
+    if (connect(fd, sa, len) != 0) {
+        e = errno == EINPROGRESS ? 0 : errno;
+        while (e == 0) {
+            double left = deadline - clock_now();
+            if (left <= 0) {
+                e = ETIMEDOUT;
+                break;
+            }
+            int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
+            if (io_wait(fd, POLLOUT, ms, stop) == 0)
+                break;
+            if (errno != ETIMEDOUT)
+                e = errno;
+        }
+        int soerr = 0;
+        socklen_t slen = sizeof soerr;
+        if (e == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) != 0)
+            e = errno;
+        else if (e == 0)
+            e = soerr;
+    }
+    set_class(fd, sa->sa_family, 0);
+    if (e == 0 && tcp_tune(fd, io_timeout) != 0)
+        e = errno;
+    if (e != 0) {
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    *out = fd;
+    return 0;
+}

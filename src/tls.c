@@ -285,3 +285,13 @@ int tls_export(struct tls_handshake *h, struct seal_session *s, bool server,
     OPENSSL_cleanse(k, sizeof k);
     return 0;
 }
+
+int tls_export_bytes(struct tls_handshake *h, const char *label, unsigned char *out,
+                     size_t len, struct weir_error *err)
+{
+    if (SSL_export_keying_material(h->ssl, out, len, label, strlen(label), NULL, 0, 0) != 1) {
+        ERR_clear_error();
+        return error_set(err, WEIR_EXIT_INTERNAL, "encryption: no secret from the handshake");
+    }
+    return 0;
+}

@@ -31,7 +31,6 @@
  * Every step returns a weir_step (error.h).
  */
 #include <errno.h>
-#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <poll.h>
@@ -661,70 +660,8 @@ static int check_keys(struct output *o, struct weir_error *e)
 static int client_handshake(struct output *o, double limit, struct weir_error *e)
 {
     struct pipeline *p = o->p;
-    struct tls_handshake *h;
-    if (tls_handshake_new(&h, p->tls_client, e))
-        return STEP_FAIL;
-    static const size_t cap = 16384;
-    unsigned char *in = malloc(cap), *out = malloc(cap);
-    double deadline = clock_now() + limit;
-    int rc = in && out ? STEP_OK : STEP_FAIL;
-    if (rc != STEP_OK)
-        error_set(e, WEIR_EXIT_INTERNAL, "%s: out of memory", o->t.name);
-    size_t n = 0;
-    for (int st = TLS_WANT; rc == STEP_OK;) {
-        size_t outlen = cap;
-        st = tls_step(h, in, n, out, &outlen, e);
-        if (outlen > 0 && transport_write_all(&o->t, out, outlen,
-                                              (int)((deadline - clock_now()) * 1000) + 1,
-                                              &o->halt))
-            rc = errno == ECANCELED ? STEP_STOP
-                 : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", o->t.name),
-                    STEP_FAIL);
-        if (rc != STEP_OK || st == TLS_DONE)
-            break;
-        if (st == TLS_FAILED) {
-            char why[WEIR_ERROR_MAX];
-            snprintf(why, sizeof why, "%s", e->msg);
-            error_set(e, WEIR_EXIT_NETWORK, "%s: %s", o->t.name, why);
-            rc = STEP_FAIL;
-            break;
-        }
-        double left = deadline - clock_now();
-        ssize_t r = left > 0 ? o->t.ops->read(&o->t, in, cap, (int)(left * 1000) + 1, &o->halt)
-                             : (errno = ETIMEDOUT, -1);
-        if (r > 0) {
-            n = (size_t)r;
-        } else if (r < 0 && errno == ECANCELED) {
-            rc = STEP_STOP;
-        } else {
-            rc = r == 0 || errno == ECONNRESET
-                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver closed the connection "
-                                 "during the handshake (does it have this key?)", o->t.name)
-                 : errno == ETIMEDOUT
-                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: no handshake within %g s",
-                                 o->t.name, limit)
-                     : error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", o->t.name);
-            rc = STEP_FAIL;
-        }
-    }
-    if (rc == STEP_OK) {
-        struct seal_session keys = {.epoch_records = p->cfg->epoch_records};
-        /* at most one read's worth, and that read was at most cap */
-        ssize_t left = tls_leftover(h, in, cap);
-        if (left < 0) {
-            error_set(e, WEIR_EXIT_INTERNAL, "%s: more bytes after the handshake than weir "
-                      "keeps", o->t.name);
-            rc = STEP_FAIL;
-        } else if (tls_export(h, &keys, false, e) ||
-                   transport_sealed(&o->t, &keys, true, 0, in, (size_t)left, e)) {
-            rc = STEP_FAIL;
-        }
-        OPENSSL_cleanse(&keys, sizeof keys);
-    }
-    tls_handshake_free(h);
-    free(in);
-    free(out);
-    return rc;
+    return session_handshake(&o->t, p->tls_client, limit, p->cfg->epoch_records, &o->halt,
+                             NULL, NULL, 0, e);
 }
 
 /* Connect (for -O), hear the receiver's greeting, begin the stream. */

@@ -14,7 +14,8 @@
  *                  starts with a type byte: 'H' header, 'B' block checksum,
  *                  'Z' hole (version 2), 'T' trailer, 'S' receiver status,
  *                  'A' sender abort, 'G' greeting and 'K' keepalive
- *                  (connections only)
+ *                  (connections only), 'L' a link test's control
+ *                  (linktest.h)
  *
  * All integers are little-endian.  Each block's checksum is XXH3-64 of its
  * raw data seeded with its sequence number (for a compressed block, folded
@@ -74,7 +75,7 @@
 #define CODEC_END_SIZE (CODEC_TRAILER_SIZE + CODEC_LZ4_END)
 #define CODEC_STATUS_MAX 400          /* longest status message */
 #define CODEC_STATUS_FIXED 32         /* 8 + type, code, pad, len, bytes, chain */
-#define CODEC_SUM_SIZE 8              /* the checksum that ends G, K, S and A */
+#define CODEC_SUM_SIZE 8              /* the checksum that ends G, K, S, A and L */
 
 #define CODEC_HEADER_COMPRESSED 0x01  /* header flag: blocks may be LZ4-compressed */
 /* header flag, never with COMPRESSED: the stream travels in sealed records
@@ -98,16 +99,53 @@
 #define CODEC_FEATURE_KEEPALIVE 0x1u  /* the receiver sends 'K' while it works */
 #define CODEC_FEATURE_KEY 0x2u        /* this end has a key and talks only encrypted */
 #define CODEC_FEATURE_HOLES 0x4u      /* the receiver reads stream version 2 (holes) */
+/* a listener: it serves link tests (to holders of its key, or with
+ * --allow-link-test to anyone); older weirs ignore the bit */
+#define CODEC_FEATURE_LINKTEST 0x8u
 #define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES)   /* every end's */
-#define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | CODEC_FEATURE_HOLES)
+#define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | \
+                              CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST)
 #define CODEC_KEEPALIVE_SECS 0.5      /* how often a receiver sends 'K' */
 #define CODEC_SILENCE_MIN 2.0         /* a sender's --timeout for the answer, at least */
 
-enum codec_role { CODEC_ROLE_RECEIVER = 'R', CODEC_ROLE_SENDER = 'S' };
+/* 'T': a link tester (weir --link-test), on its control connection and on
+ * each of its data connections.  A weir older than link tests refuses the
+ * greeting as malformed, and says so in an 'S' record. */
+enum codec_role { CODEC_ROLE_RECEIVER = 'R', CODEC_ROLE_SENDER = 'S', CODEC_ROLE_TESTER = 'T' };
+
+/* 'L' records: a link test's control messages, all CODEC_LINK_SIZE bytes.
+ * What n, a, b, c and the token mean depends on the op (doc/stream-format.md,
+ * "Link tests"). */
+#define CODEC_LINK_SIZE 64            /* 8 + 48 + checksum */
+#define CODEC_TOKEN_SIZE 16
+enum codec_link_op {
+    CODEC_LINK_HELLO = 'H',     /* tester: the test it asks for */
+    CODEC_LINK_WELCOME = 'W',   /* listener: the test's id (and secret, without a key) */
+    CODEC_LINK_JOIN = 'J',      /* a data connection: which one, and its token */
+    CODEC_LINK_READY = 'R',     /* listener: every data connection joined */
+    CODEC_LINK_RUN = 'U',       /* tester: one measurement */
+    CODEC_LINK_SENT = 'N',      /* the sending end: what it sent in one */
+    CODEC_LINK_MEASURED = 'M',  /* listener: what it received in one */
+    CODEC_LINK_PING = 'P',      /* tester: a round trip */
+    CODEC_LINK_PONG = 'Q',      /* listener: its echo */
+    CODEC_LINK_END = 'E',       /* either: the test is over */
+};
+/* Directions, as the tester sees them. */
+enum codec_link_dir {
+    CODEC_LINK_OUT = 'O',       /* from the tester to the listener */
+    CODEC_LINK_IN = 'I',        /* from the listener to the tester */
+    CODEC_LINK_BOTH = 'B',      /* both at once */
+};
+struct codec_link {
+    unsigned char op, dir;      /* dir: RUN (O, I, B) and JOIN (O, I); else 0 */
+    uint32_t n;
+    uint64_t a, b, c;
+    unsigned char token[CODEC_TOKEN_SIZE];
+};
 
 /* One parsed weir record.  Which fields are set depends on the type. */
 struct codec_record {
-    unsigned char type;          /* 'H' 'Z' 'S' 'A' 'G' 'K' ('B' and 'T': stream.c) */
+    unsigned char type;          /* 'H' 'Z' 'S' 'A' 'G' 'K' 'L' ('B' and 'T': stream.c) */
     /* H */
     unsigned version, flags;
     uint32_t block_max;
@@ -126,6 +164,8 @@ struct codec_record {
     /* Z: its sequence number and checksum */
     uint64_t seq, sum;
     char msg[CODEC_STATUS_MAX + 1];
+    /* L */
+    struct codec_link link;
 };
 
 static inline void codec_put32(unsigned char *p, uint32_t v)
@@ -182,6 +222,9 @@ size_t codec_greeting(unsigned char *dst, enum codec_role role, uint32_t feature
 /* 'K' record: the receiver is alive, its outputs have written bytes, and
  * phase says what it is doing (session.h). */
 size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase);
+
+/* 'L' record: one control message of a link test; CODEC_LINK_SIZE bytes. */
+size_t codec_link(unsigned char *dst, const struct codec_link *l);
 
 /* The length of the record whose first 8 bytes are at p (8 + payload), or 0
  * when those bytes are not the start of a weir record of a sane length. */

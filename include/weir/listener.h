@@ -28,6 +28,14 @@
  *     a waiting one is dropped (from that address first): one that has sent
  *     nothing before one that has begun its greeting, the oldest first.
  *
+ *   - a link tester (weir --link-test, role 'T') is admitted the same way
+ *     (with a key: greeting, handshake, its request in the first sealed
+ *     record; without one: greeting and request, only with
+ *     allow_link_test) and handed to a link test server (linktest.h) that
+ *     runs the test beside this loop; its data connections join that test
+ *     by token.  The test stops, and its threads are joined, before this
+ *     function returns: when the sender is admitted and when it fails.
+ *
  * Every refusal is logged with the peer's address (at most ten lines a
  * second; the rest are counted), a peer that may be a weir sender is told
  * why in an 'S' record (a --raw listener writes nothing), and the listener
@@ -72,6 +80,7 @@ struct listener_config {
     int channel_fd;
     bool channel_trusted;
     const char *channel_name;
+    bool allow_link_test;      /* --allow-link-test: serve link tests without a key */
 };
 
 /* *plain: the connection was admitted as plain bytes (plain_too), to be

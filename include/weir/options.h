@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "weir/error.h"
+#include "weir/linktest.h"
 #include "weir/weir.h"
 
 #define OPTIONS_MAX_SECS 2147483               /* seconds, so that ms fit an int */
@@ -112,6 +113,14 @@ struct weir_options {
     int ssh_path;               /* SSH_PATH_*: --ssh-tunnel, --ssh-direct */
     bool connect_back;          /* --connect-back: the remote end connects */
     bool ssh_server;            /* --ssh-server: this is that remote end */
+    /* --link-test (linktest.h): measure the link to the -O listener */
+    bool link_test;
+    bool allow_link_test;       /* -I: serve link tests without a key too */
+    double link_duration;       /* --duration: seconds a measurement; 0: not given */
+    int link_parallel;          /* --parallel: connections each way; 0: not given */
+    const char *link_sweep;     /* --sweep as given, or NULL */
+    uint32_t link_sizes[LINKTEST_SIZES_MAX];
+    int link_nsizes;
 };
 
 /* How --ssh moves the data: directly, falling back to the ssh connection
@@ -123,6 +132,8 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
  * parser cannot know: the closed standard descriptors). */
 void options_to_config(const struct weir_options *o, struct weir_config *c);
 void options_usage(FILE *out);
+/* A link test's configuration from parsed options (--link-test). */
+void options_to_linktest(const struct weir_options *o, struct linktest_config *c);
 
 /* Parse "12", "4k", "1.5G", "64MiB" (binary multiples).  Returns -1 if malformed. */
 int options_parse_size(const char *s, uint64_t *out);

@@ -38,6 +38,7 @@
 #include <stddef.h>
 
 #include "weir/error.h"
+#include "weir/linktest.h"
 #include "weir/log.h"
 #include "weir/stats.h"
 #include "weir/weir.h"
@@ -92,6 +93,16 @@ void progress_observe(struct progress *pr, const struct stats_snapshot *s, doubl
 void progress_end(struct progress *pr, const struct stats_snapshot *s, int status,
                   const char *message);
 void progress_close(struct progress *pr);
+
+/* A link test's lines (--link-test; the schema is in man/weir.1): its start,
+ * the round trip, each figure as it comes, and the end with the whole
+ * table, the exit status and the message of a failure. */
+void progress_link_begin(struct progress *pr, const struct linktest_config *c);
+void progress_link_rtt(struct progress *pr, const struct linktest_result *r);
+void progress_link_figure(struct progress *pr, const struct linktest_result *r, int row,
+                          enum linktest_way way);
+void progress_link_end(struct progress *pr, const struct linktest_result *r, int status,
+                       const char *message);
 
 /* Append s to a JSON line as a string: quotes, backslashes and control
  * characters escaped, valid UTF-8 as it is, and every byte that is not part

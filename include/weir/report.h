@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weir/linktest.h"
 #include "weir/stats.h"
 
 /* "1.50 GiB", "512 B" */
@@ -31,5 +32,12 @@ const char *stats_verdict(const struct stats_snapshot *s, bool complete, char *b
 /* The words for a phase and an output's state ("transferring", "done"). */
 const char *stats_phase_name(enum stats_phase phase);
 const char *stats_output_state_name(enum stats_output_state state);
+
+/* A link test's table (linktest.h), several lines each ending in '\n':
+ * the test, the round trip, a row per write size, which way is which, and
+ * the verdict on duplex.  Cut short (whole lines) when len is too small. */
+void stats_link_table(const struct linktest_result *r, char *buf, size_t len);
+/* "812 MiB/s" */
+void stats_rate_text(double bytes_per_sec, char *buf, size_t len);
 
 #endif

@@ -39,6 +39,7 @@ struct session_out {
     bool greeted;            /* the greeting went out already (before a handshake) */
     uint32_t peer_features;  /* what the receiver's greeting offers */
     bool peer_silent;        /* no greeting: the peer sent nothing at all in time */
+    bool tester;             /* a link tester's: no hint at --raw when it is not weir */
     /* a frame whose write was interrupted: what is left of it */
     unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
     unsigned char hole[CODEC_HOLE_SIZE];
@@ -95,6 +96,16 @@ uint64_t session_framed_chain(const struct session_out *s);
 int session_read_record(struct transport *t, int timeout_ms, atomic_bool *stop,
                         struct codec_record *r, unsigned char *raw, size_t *got, bool *eof,
                         struct weir_error *err);
+
+/* The connecting end's half of the TLS handshake (tls.h) on t, within
+ * limit seconds; then t carries sealed records (a sender's).  With label,
+ * secretlen bytes are also exported under it into secret (a link test's:
+ * linktest.h).  STEP_OK, STEP_FAIL with *err, or STEP_STOP once *stop is
+ * set. */
+struct tls_context;
+int session_handshake(struct transport *t, struct tls_context *ctx, double limit,
+                      uint64_t epoch_records, atomic_bool *stop, const char *label,
+                      unsigned char *secret, size_t secretlen, struct weir_error *err);
 
 /* ---- the receiving side ---- */
 

@@ -54,6 +54,12 @@ bool tcp_peer_allowed(const struct tcp_listener *l, const struct sockaddr *peer)
 int tcp_connect(const char *host, const char *port, const struct tcp_settings *s,
                 atomic_bool *stop, struct weir_log *log, const char *name, int *fd,
                 struct weir_error *err);
+/* Connect to one address as it is (a link test's data connections go where
+ * its control connection went), within timeout seconds, marked as any weir
+ * connection is, and tuned; the wait looks at *stop every 100 ms.  0, or
+ * -1 with errno. */
+int tcp_connect_addr(const struct sockaddr *sa, socklen_t len, double timeout,
+                     double io_timeout, atomic_bool *stop, int *fd);
 /* Keepalive, TCP_USER_TIMEOUT, TCP_NODELAY and non-blocking mode. */
 int tcp_tune(int fd, double io_timeout);
 /* A weir sender marks the SYN of its connection (a connection that is not

@@ -57,5 +57,10 @@ const char *tls_identity(const struct tls_handshake *h);
 /* After TLS_DONE: the record keys of both directions, from the exporter. */
 int tls_export(struct tls_handshake *h, struct seal_session *s, bool server,
                struct weir_error *err);
+/* After TLS_DONE: len bytes from the exporter under a label of the
+ * caller's (a link test's secret: linktest.h), which both ends compute
+ * alike and which are independent of the record keys. */
+int tls_export_bytes(struct tls_handshake *h, const char *label, unsigned char *out,
+                     size_t len, struct weir_error *err);
 
 #endif

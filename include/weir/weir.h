@@ -132,6 +132,9 @@ struct weir_config {
     const char *key_text;
     size_t key_text_len;
     uint64_t epoch_records;      /* records per key epoch; 0: SEAL_EPOCH_RECORDS */
+
+    /* a listener serves link tests (linktest.h) without a key as well */
+    bool allow_link_test;
 };
 
 /* What the engine reports while it runs.  status() is called from the

@@ -29,8 +29,13 @@
  *   testtool status CODE BYTES MSG    write a weir answer record ('S')
  *   testtool flood PORT SECS          keep opening connections to PORT for SECS,
  *       at most 8 open at once, the oldest closed first
- *   testtool greet VERSION OLDEST ROLE   write a weir greeting record (role S
- *       or R) with its checksum, for tests that play a peer by hand
+ *   testtool greet VERSION OLDEST ROLE   write a weir greeting record (role S,
+ *       R or T) with its checksum, for tests that play a peer by hand
+ *   testtool join DIR INDEX TEST      write a link test's JOIN record (DIR O or
+ *       I) for the test numbered TEST, with a token of zeros
+ *   testtool hello N MICROSECONDS MAXSIZE SIZES   write a link test's HELLO
+ *       record: N connections each way, the duration, the largest write size
+ *       and the number of sizes
  *   testtool slowread BYTES_PER_SEC   copy stdin to stdout slowly
  *   testtool nonblock CMD [ARGS...]   run CMD with O_NONBLOCK set on its stdin
  *       and stdout, so that it meets EAGAIN
@@ -593,6 +598,33 @@ static int cmd_greet(int version, int oldest, const char *role)
     return write_all(1, g, sizeof g) ? 1 : 0;
 }
 
+/* An 'L' record as doc/stream-format.md describes it: op, direction, n,
+ * a, b, c, and a token of zeros. */
+static int link_record(char op, char dir, unsigned n, unsigned long long a,
+                       unsigned long long b, unsigned long long c)
+{
+    unsigned char r[64] = {0x57, 0x2A, 0x4D, 0x18, 56, 0, 0, 0, 'L'};
+    r[9] = (unsigned char)op;
+    r[10] = (unsigned char)dir;
+    for (int i = 0; i < 4; i++)
+        r[12 + i] = (unsigned char)(n >> (8 * i));
+    for (int i = 0; i < 8; i++) {
+        r[16 + i] = (unsigned char)(a >> (8 * i));
+        r[24 + i] = (unsigned char)(b >> (8 * i));
+        r[32 + i] = (unsigned char)(c >> (8 * i));
+    }
+    uint64_t sum = XXH3_64bits(r, 56);
+    for (int i = 0; i < 8; i++)
+        r[56 + i] = (unsigned char)(sum >> (8 * i));
+    return write_all(1, r, sizeof r) ? 1 : 0;
+}
+
+/* A data connection that joins a link test, with a token nobody computed. */
+static int cmd_join(const char *dir, unsigned index, unsigned long long test)
+{
+    return link_record('J', dir[0], index, test, 0, 0);
+}
+
 /* The content size of the LZ4 frame at the start of a file, rewritten: a
  * frame whose header lies with a valid header checksum. */
 static int cmd_lz4size(const char *path, unsigned long long size)
@@ -628,6 +660,11 @@ int main(int argc, char **argv)
         return cmd_flood(atoi(argv[2]), atof(argv[3]));
     if (argc >= 5 && strcmp(argv[1], "greet") == 0)
         return cmd_greet(atoi(argv[2]), atoi(argv[3]), argv[4]);
+    if (argc >= 6 && strcmp(argv[1], "hello") == 0)
+        return link_record('H', 0, (unsigned)atoi(argv[2]), strtoull(argv[3], NULL, 10),
+                           strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10));
+    if (argc >= 5 && strcmp(argv[1], "join") == 0)
+        return cmd_join(argv[2], (unsigned)atoi(argv[3]), strtoull(argv[4], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "crowd") == 0)
         return cmd_crowd(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5 ? argv[5] : NULL);
     if (argc >= 3 && strcmp(argv[1], "nonblock") == 0)
