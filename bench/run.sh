@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-2G}
 RUNS=${RUNS:-5}
-CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu rss latency link"}
+CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu ssh_z ssh_plain ssh_tunnel rss latency link"}
 bash scripts/deps.sh || exit 1
 if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
@@ -29,7 +29,7 @@ T=$(mktemp -d)
 trap 'pkill -P $$ 2>/dev/null; bash tests/tools/sshd.sh stop "$T/sshd" 2>/dev/null; rm -rf "$T"' EXIT
 # a throwaway sshd on loopback for the ssh references, and a key for weir
 case " $CASES " in
-*" enc_"*)
+*" enc_"* | *" ssh_"*)
     SSHPORT=$(bash tests/tools/sshd.sh start "$T/sshd") || exit 1
     SSH="$T/sshd/ssh -c aes128-gcm@openssh.com $(id -un)@127.0.0.1"
     "$W" -q --genkey "$T/bench.key" --key-id bench || exit 1
@@ -193,6 +193,22 @@ for c in $CASES; do
         prep_a() { start_weir_listener $KEY; A="$W -q -z $KEY -O 127.0.0.1:$LP -i $MIX"; }
         prep_b() { B="lz4 -q -1 -c $MIX | $SSH 'lz4 -q -d -c >/dev/null'"; }
         run_case "\`weir -z --key-file\` vs \`lz4 -1 \| ssh -c aes128-gcm 'lz4 -d'\`" "≤ 0.35" ;;
+    ssh_z)
+        # one command over ssh against syncoid's recipe, both pushing the same data
+        WSSH="--ssh $(id -un)@127.0.0.1 --rsh '$T/sshd/ssh -c aes128-gcm@openssh.com' --remote-weir $W"
+        prep_a() { A="$W -q -z $WSSH --remote 'cat >/dev/null' -i $MIX"; }
+        prep_b() { B="lz4 -q -1 -c $MIX | mbuffer -q -s 128k -m 16M | $SSH 'mbuffer -q -s 128k -m 16M | lz4 -q -d -c >/dev/null'"; }
+        run_case "\`weir -z --ssh\` push vs \`lz4 -1 | mbuffer | ssh -c aes128-gcm 'mbuffer | lz4 -d'\` (syncoid)" "≤ 0.35" ;;
+    ssh_plain)
+        WSSH="--ssh $(id -un)@127.0.0.1 --rsh '$T/sshd/ssh -c aes128-gcm@openssh.com' --remote-weir $W"
+        prep_a() { A="$W -q $WSSH --remote 'cat >/dev/null' -i $MIX"; }
+        prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
+        run_case "\`weir --ssh\` push vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 0.35" ;;
+    ssh_tunnel)
+        WSSH="--ssh $(id -un)@127.0.0.1 --rsh '$T/sshd/ssh -c aes128-gcm@openssh.com' --remote-weir $W"
+        prep_a() { A="$W -q --ssh-tunnel $WSSH --remote 'cat >/dev/null' -i $MIX"; }
+        prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
+        run_case "\`weir --ssh --ssh-tunnel\` vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 1.10" ;;
     enc_cpu)
         # the sending side alone: its CPU seconds per GiB with one and two workers
         for t in 1 2; do
