@@ -192,26 +192,17 @@ static int run(const struct weir_options *opts, struct weir_log *log, struct pro
 static int serve_ssh(struct weir_log *log, struct progress *pr)
 {
     struct remote *r = NULL;
-    int argc;
-    char **argv;
+    struct weir_options o;
     struct weir_error err;
     int status;
-    if (remote_server_new(&r, log, &argc, &argv, &err)) {
-        log_msg(log, LOG_ERROR, "%s", err.msg);
+    if (remote_server_new(&r, log, &o, &err)) {
+        if (!remote_refused(r))   /* else the local weir says it */
+            log_msg(log, LOG_ERROR, "%s", err.msg);
         status = err.status;
     } else {
-        struct weir_options o;
-        if (options_parse(argc, argv, &o, &err)) {
-            remote_refuse(r, err.msg);
-            log_msg(log, LOG_ERROR, "%s", err.msg);
-            status = err.status;
-        } else {
-            /* the standard descriptors are not this transfer's */
-            o.stdin_closed = o.stdout_closed = true;
-            log->quiet = o.quiet;
-            log->verbosity = o.verbosity;
-            status = run(&o, log, pr, r);
-        }
+        log->quiet = o.quiet;
+        log->verbosity = o.verbosity;
+        status = run(&o, log, pr, r);
     }
     remote_free(r);
     return status;

@@ -77,6 +77,7 @@ struct remote {
     char *request;                   /* its text; argv points into it */
     char *argv[REMOTE_ARGS_MAX + 16];
     char target[96];
+    bool refused;                    /* the local end was told why it cannot start */
     /* both: the thread that watches the ssh channel while the engine runs */
     struct weir_engine *engine;
     int wake[2];
@@ -611,14 +612,21 @@ static int ssh_connection(struct remote *r, struct weir_error *err)
 }
 
 
-void remote_refuse(struct remote *r, const char *msg)
+bool remote_refuse(struct remote *r, int status, const char *msg)
 {
     if (!r || !r->server || r->ctl_out < 0)
-        return;
+        return false;
     char line[600];
-    int n = snprintf(line, sizeof line, "refused %d %s\n", WEIR_EXIT_USAGE, msg);
-    if (n > 0)
-        (void)put_all(r->ctl_out, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    int n = snprintf(line, sizeof line, "refused %d %s\n", status, msg);
+    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    line[len - 1] = '\n';
+    r->refused = n > 0 && put_all(r->ctl_out, line, len) == 0;
+    return r->refused;
+}
+
+bool remote_refused(const struct remote *r)
+{
+    return r && r->refused;
 }
 
 /* Read the request: its lines into argv (opt), the key (secret memory) and
@@ -805,7 +813,7 @@ static int server_data(struct remote *r, struct weir_error *err)
             what = "direct";
         } else if (r->path == SSH_PATH_DIRECT) {
             *err = cerr;
-            remote_refuse(r, err->msg);
+            remote_refuse(r, err->status, err->msg);
             return -1;
         } else {
             log_msg(r->log, LOG_WARN, "%s; the data goes through the ssh connection instead",
@@ -815,7 +823,7 @@ static int server_data(struct remote *r, struct weir_error *err)
         ts.bind_addr = r->self;
         snprintf(ts.listen_port, sizeof ts.listen_port, "0");
         if (tcp_listen(&ts, &l, err)) {
-            remote_refuse(r, err->msg);
+            remote_refuse(r, err->status, err->msg);
             return -1;
         }
         what = "listen";
@@ -860,7 +868,7 @@ static int server_data(struct remote *r, struct weir_error *err)
     return 0;
 }
 
-int remote_server_new(struct remote **out, struct weir_log *log, int *argc, char ***argv,
+int remote_server_new(struct remote **out, struct weir_log *log, struct weir_options *o,
                       struct weir_error *err)
 {
     struct remote *r = calloc(1, sizeof *r);
@@ -892,14 +900,16 @@ int remote_server_new(struct remote **out, struct weir_log *log, int *argc, char
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: pipe");
     int n;
     if (ssh_connection(r, err) || (n = read_request(r, err)) < 0) {
-        remote_refuse(r, err->msg);
+        remote_refuse(r, err->status, err->msg);
         return -1;
     }
-    if (server_data(r, err))
+    if (options_parse(n, r->argv, o, err)) {
+        remote_refuse(r, err->status, err->msg);
         return -1;
-    *argc = n;
-    *argv = r->argv;
-    return 0;
+    }
+    /* the standard descriptors are not this transfer's */
+    o->stdin_closed = o->stdout_closed = true;
+    return server_data(r, err);
 }
 
 /* ---- both ------------------------------------------------------------------ */

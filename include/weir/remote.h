@@ -47,12 +47,17 @@ struct remote;
 /* The local end of weir --ssh HOST. */
 int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
                      struct weir_error *err);
-/* weir --ssh-server: read the request from standard input; *argv (NULL-ended,
- * owned by the remote) is the command line of the weir it asks for. */
-int remote_server_new(struct remote **out, struct weir_log *log, int *argc, char ***argv,
+/* weir --ssh-server: read the request from standard input, parse the
+ * options of the weir it asks for into *o (refused before any connection is
+ * made when they are bad), and make the data's connection. */
+int remote_server_new(struct remote **out, struct weir_log *log, struct weir_options *o,
                       struct weir_error *err);
-/* Tell the local end the request was refused (a server that cannot start). */
-void remote_refuse(struct remote *r, const char *msg);
+/* Tell the local end the request was refused (a server that cannot start),
+ * with the status the local weir then exits with; false when it could not
+ * be told (then say it on standard error, which ssh carries too). */
+bool remote_refuse(struct remote *r, int status, const char *msg);
+/* Whether a refusal was told already (remote_server_new failed). */
+bool remote_refused(const struct remote *r);
 /* Before weir_create: the connection and the one-time key. */
 int remote_configure(struct remote *r, struct weir_config *c, struct weir_error *err);
 /* After weir_create: hand over or report the listening port. */

@@ -115,6 +115,11 @@ chmod 755 "$TMP/badssh"
 expect 5 "a wrong user key" "$WEIR" -q --ssh "$HOST" --rsh "$TMP/badssh" --remote-weir "$WEIR" \
     --remote "cat" -i "$TMP/in"
 has_msg "$TMP/err" "ssh $HOST: $HOST: Permission denied (publickey)" "wrong key: ssh's words"
+expect 2 "a bad option for the remote weir" "$WEIR" -q "${SSH[@]}" --remote-opts "--bogus" \
+    --remote "cat >/dev/null" -i "$TMP/in"
+has_msg "$TMP/err" "remote: unknown option '--bogus'" "a bad remote option: the remote weir's words"
+[ "$(grep -c "bogus" "$TMP/err")" -eq 1 ] || fail "a bad remote option: said more than once"
+ok "a bad remote option: said once, before any connection"
 expect 2 "--remote without --ssh" "$WEIR" --remote "cat" -i "$TMP/in"
 expect 2 "--ssh without --remote" "$WEIR" --ssh "$HOST" -i "$TMP/in"
 expect 2 "--ssh with a host that is an option" "$WEIR" --ssh "-oProxyCommand=x" --remote cat
