@@ -48,6 +48,7 @@ struct remote {
     pid_t ssh_pid;
     int ssh_status;                  /* its wait status, once reaped */
     bool ssh_reaped;
+    bool ssh_stopped;                /* this weir signalled it, after a failure */
     int err_fd;                      /* ssh's standard error */
     pthread_t err_thread;
     bool err_started;
@@ -56,7 +57,7 @@ struct remote {
     char last_line[256];             /* lock: the last line ssh's standard error carried */
     char ssh_line[256];              /* lock: the last of them that was ssh's own */
     bool ready;                      /* lock: the remote weir answered */
-    char addr[80], port[16];         /* push: where the remote weir listens */
+    char addr[80], port[16];         /* where the remote weir listens ("listen") */
     char remote_version[32];
     struct tcp_listener back;        /* --connect-back: where the remote weir connects */
     /* both: the data's connection, for the engine (-1 once it took it);
@@ -76,7 +77,6 @@ struct remote {
     char peer[64], self[64];         /* SSH_CONNECTION: where ssh came from, where it arrived */
     char *request;                   /* its text; argv points into it */
     char *argv[REMOTE_ARGS_MAX + 16];
-    char target[96];
     bool refused;                    /* the local end was told why it cannot start */
     /* both: the thread that watches the ssh channel while the engine runs */
     struct weir_engine *engine;
@@ -94,7 +94,22 @@ struct reader {
     char buf[1];
     size_t pos, end;
     double deadline;
+    int sig;                 /* the signal that stopped the wait (ECANCELED) */
 };
+
+/* SIGINT, SIGTERM or SIGHUP waiting for the engine, which takes them once it
+ * runs (weir_signals_block): a wait before then gives up for it. */
+static int pending_stop(void)
+{
+    sigset_t set;
+    if (sigpending(&set) != 0)
+        return 0;
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        if (sigismember(&set, sigs[i]) == 1)
+            return sigs[i];
+    return 0;
+}
 
 /* One byte, by the deadline: 1, 0 at the end, -1 with errno. */
 static int get_byte(struct reader *rd, char *c)
@@ -105,8 +120,12 @@ static int get_byte(struct reader *rd, char *c)
             errno = ETIMEDOUT;
             return -1;
         }
+        if ((rd->sig = pending_stop()) != 0) {
+            errno = ECANCELED;
+            return -1;
+        }
         struct pollfd pfd = {.fd = rd->fd, .events = POLLIN};
-        int r = poll(&pfd, 1, left);
+        int r = poll(&pfd, 1, left < 200 ? left : 200);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -537,7 +556,11 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
         return no_answer(r, e, err);
     struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REMOTE_START_SECS};
     char line[1024];
-    if (get_line(&rd, line, sizeof line) < 0)
+    long got = get_line(&rd, line, sizeof line);
+    if (got < 0 && rd.sig)
+        return error_set(err, WEIR_EXIT_SIGNAL + rd.sig, "interrupted by SIG%s while ssh %s "
+                         "started the other end", sigabbrev_np(rd.sig), o->ssh_host);
+    if (got < 0)
         return no_answer(r, errno, err);
     int proto = 0, cport = 0;
     char version[32] = "", what[16] = "", addr[80] = "";
@@ -672,6 +695,8 @@ static int read_request(struct remote *r, struct weir_error *err)
                 return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: unknown path '%s'",
                                  line + 5);
         } else if (strncmp(line, "key ", 4) == 0) {
+            if (r->key)
+                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: two keys");
             r->key = keyfile_secret_alloc(KEY_TEXT_MAX);
             if (!r->key || (size_t)len - 4 + 2 > KEY_TEXT_MAX)
                 return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad key line");
@@ -1077,7 +1102,7 @@ static int verdict(struct remote *r, int status)
     sync_lock(&r->lock);
     snprintf(last, sizeof last, "%s", r->ssh_line);
     sync_unlock(&r->lock);
-    if (status != 0 && !(WIFEXITED(ws) && WEXITSTATUS(ws) != 255))
+    if (status != 0 && !r->ssh_stopped && !(WIFEXITED(ws) && WEXITSTATUS(ws) != 255))
         /* ssh itself ended badly: likely why the transfer failed */
         log_msg(r->log, LOG_ERROR, "ssh %s: the ssh connection ended (%s %d)%s%s", host,
                 WIFSIGNALED(ws) ? "killed by signal" : "status",
@@ -1124,7 +1149,9 @@ int remote_finish(struct remote *r, int status)
         if (r->ctl_in >= 0)
             close(r->ctl_in);
         r->ctl_in = r->ctl_out = -1;
-        if (!ssh_reap(r, REMOTE_GRACE_SECS)) {
+        /* interrupted: ssh gets a moment, not the grace of a transfer */
+        if (!ssh_reap(r, status >= WEIR_EXIT_SIGNAL ? 1.0 : REMOTE_GRACE_SECS)) {
+            r->ssh_stopped = true;
             kill(r->ssh_pid, SIGTERM);
             if (!ssh_reap(r, 2.0)) {
                 kill(r->ssh_pid, SIGKILL);

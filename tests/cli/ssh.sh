@@ -125,6 +125,18 @@ expect 2 "--ssh without --remote" "$WEIR" --ssh "$HOST" -i "$TMP/in"
 expect 2 "--ssh with a host that is an option" "$WEIR" --ssh "-oProxyCommand=x" --remote cat
 expect 2 "--ssh with -O" "$WEIR" "${SSH[@]}" --remote cat -O 127.0.0.1:9
 
+# SIGTERM while ssh is still logging in (an ssh that takes 20 s to start)
+printf '#!/bin/sh\nsleep 20\nexec %s "$@"\n' "$TMP/sshd/ssh" >"$TMP/slowssh"
+chmod 755 "$TMP/slowssh"
+bg "$WEIR" -q --ssh "$HOST" --rsh "$TMP/slowssh" --remote-weir "$WEIR" --remote "cat >/dev/null" \
+    -i "$TMP/in"
+pid=$BPID
+for _ in $(seq 200); do pgrep -f "$TMP/slowssh" >/dev/null && break; sleep 0.05; done
+kill -TERM "$pid"
+wait_bounded "$pid" 5
+[ "$STATUS" -eq 143 ] || fail "SIGTERM while ssh logs in: exit $STATUS, want 143"
+ok "SIGTERM while ssh logs in: 143, without waiting for the login"
+
 # the key never on a command line: the remote weir runs as "weir --ssh-server"
 bg "$WEIR" -q "${SSH[@]}" --remote "sleep 30" -i "$TMP/in"
 for _ in $(seq 200); do
