@@ -323,6 +323,22 @@ uint64_t lt_flows_arrived(struct lt_flows *f)
     return arrived_in_all(f) - f->settled;
 }
 
+int lt_flows_all_in(struct lt_flows *f, uint64_t said, const char *name, const char *who,
+                    double *secs, uint64_t *bytes, struct weir_error *err)
+{
+    uint64_t got = lt_flows_arrived(f);
+    if (got > said) {
+        error_set(err, WEIR_EXIT_NETWORK, "%s: the %s sent more than it said (%llu bytes, "
+                  "not %llu)", name, who, (unsigned long long)got, (unsigned long long)said);
+        return -1;
+    }
+    if (got < said)
+        return 0;
+    *secs = lt_flows_settle(f);
+    *bytes = got;
+    return 1;
+}
+
 double lt_flows_settle(struct lt_flows *f)
 {
     uint64_t first = 0, last = 0;
@@ -977,14 +993,11 @@ static int measure(struct tester *t, int row, unsigned char dir, struct weir_err
             sent = true;
         }
         if (heard && !arrived) {
-            uint64_t got = lt_flows_arrived(&t->in);
-            if (got > peer_sent)
-                return error_set(err, WEIR_EXIT_NETWORK, "%s: the listener sent more than it "
-                                 "said (%llu bytes, not %llu)", t->name,
-                                 (unsigned long long)got, (unsigned long long)peer_sent);
-            if (got == peer_sent) {
-                in_secs = lt_flows_settle(&t->in);
-                in_bytes = got;
+            int all = lt_flows_all_in(&t->in, peer_sent, t->name, "listener", &in_secs,
+                                      &in_bytes, err);
+            if (all < 0)
+                return -1;
+            if (all > 0) {
                 arrived = true;
                 continue;
             }

@@ -91,6 +91,12 @@ uint64_t lt_flows_arrived(struct lt_flows *f);
 /* Receivers: the measurement's bytes have all arrived; its window (from
  * the first to the last), and the next one starts afresh. */
 double lt_flows_settle(struct lt_flows *f);
+/* Receivers, once the peer said it sent `said` bytes: 1 when they all
+ * arrived (*secs and *bytes then say the measurement, and the flows are
+ * settled), 0 while some are on their way, -1 when more arrived than the
+ * peer said (name and who, "tester" or "listener", for the message). */
+int lt_flows_all_in(struct lt_flows *f, uint64_t said, const char *name, const char *who,
+                    double *secs, uint64_t *bytes, struct weir_error *err);
 /* The first flow that failed: its message in why; false when none. */
 bool lt_flows_failed(struct lt_flows *f, char *why, size_t len);
 /* Every flow connected and joined (the tester's). */

@@ -246,14 +246,11 @@ static int measure(struct linktest_server *s, const struct codec_link *run,
             sent = true;
         }
         if (heard && !arrived) {
-            uint64_t got = lt_flows_arrived(&s->out);
-            if (got > tester_sent)
-                return error_set(err, WEIR_EXIT_NETWORK, "%s: the tester sent more than it "
-                                 "said (%llu bytes, not %llu)", s->ctl.t.name,
-                                 (unsigned long long)got, (unsigned long long)tester_sent);
-            if (got == tester_sent) {
-                secs = lt_flows_settle(&s->out);
-                bytes = got;
+            int all = lt_flows_all_in(&s->out, tester_sent, s->ctl.t.name, "tester", &secs,
+                                      &bytes, err);
+            if (all < 0)
+                return -1;
+            if (all > 0) {
                 arrived = true;
                 continue;
             }

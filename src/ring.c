@@ -146,6 +146,19 @@ void ring_gate_check_locked(struct ring *r)
 
 /* ---- the reader ---------------------------------------------------------- */
 
+/* The buffer is as full as it gets: -P's gate opens (a cursor never waits
+ * for a fill the reader cannot reach), and the reader waits for room. */
+static void wait_full_locked(struct ring *r)
+{
+    if (!r->gate_open) {
+        r->gate_open = true;
+        sync_broadcast(&r->data_cv);
+    }
+    double t0 = clock_now();
+    sync_wait(&r->space_cv, r->lock);
+    r->t_full += clock_now() - t0;
+}
+
 bool ring_take_block(struct ring *r, uint32_t extra, uint32_t *idx)
 {
     sync_lock(r->lock);
@@ -169,13 +182,7 @@ bool ring_take_block(struct ring *r, uint32_t extra, uint32_t *idx)
          * case: a cursor never waits for a fill the reader cannot reach */
         if (r->resume_pct < 100)
             r->throttled = true;
-        if (!r->gate_open) {
-            r->gate_open = true;
-            sync_broadcast(&r->data_cv);
-        }
-        double t0 = clock_now();
-        sync_wait(&r->space_cv, r->lock);
-        r->t_full += clock_now() - t0;
+        wait_full_locked(r);
     }
     sync_unlock(r->lock);
     return false;
@@ -260,16 +267,8 @@ void ring_fill_publish_locked(struct ring *r, size_t n)
 bool ring_add_hole(struct ring *r, uint64_t len, uint64_t seq)
 {
     sync_lock(r->lock);
-    while (r->hole_slots >= r->pool.nblocks && !atomic_load(r->stop)) {
-        /* as full as it gets: -P's gate opens, as in ring_take_block */
-        if (!r->gate_open) {
-            r->gate_open = true;
-            sync_broadcast(&r->data_cv);
-        }
-        double t0 = clock_now();
-        sync_wait(&r->space_cv, r->lock);
-        r->t_full += clock_now() - t0;
-    }
+    while (r->hole_slots >= r->pool.nblocks && !atomic_load(r->stop))
+        wait_full_locked(r);   /* as full as it gets, as in ring_take_block */
     if (atomic_load(r->stop)) {
         sync_unlock(r->lock);
         return false;
