@@ -92,8 +92,15 @@ static void drop(struct admission *a, struct pending *c, const char *fmt, const 
 {
     if (fmt) {
         refusal(a, fmt, c->peer, why);
-        if (c->state < IN_HANDSHAKE)   /* a peer in TLS would not read it */
+        if (c->state < IN_HANDSHAKE) {   /* a peer in TLS would not read it */
             tell(a, c->fd, why);
+            /* what it sent and nobody read would turn the close into a
+             * reset, which can take the answer away before it is read */
+            char junk[4096];
+            for (int i = 0; i < 16 && recv(c->fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++)
+                ;
+            (void)shutdown(c->fd, SHUT_WR);
+        }
     }
     tls_handshake_free(c->tls);
     c->tls = NULL;

@@ -3,6 +3,7 @@
 # listener keeps waiting for the allowed peer.
 . "$(dirname "$0")/lib.sh"
 gen "$TMP/in" 200000 random
+rm -f "$TMP/lerr"   # never read a previous listener's port
 "$WEIR" -I 127.0.0.1:0 -o "$TMP/out" 2>"$TMP/lerr" &
 LPID=$!
 PIDS+=("$LPID")
@@ -21,6 +22,7 @@ same "$TMP/in" "$TMP/out" "the allowed peer's data arrives, the intruder's does 
 
 # a disallowed peer never affects an allowed one that has not sent yet (nc,
 # mbuffer, a slow producer): the allowed one waits, the other is refused
+rm -f "$TMP/lerr2"   # never read a previous listener's port
 "$WEIR" -I 127.0.0.1:0 --raw -o "$TMP/out2" 2>"$TMP/lerr2" &
 LPID=$!
 PIDS+=("$LPID")

@@ -25,6 +25,7 @@ ok "a session is $len bytes from the sender"
 flip_one() {
     local at=$1 d=$TMP/f$1
     mkdir -p "$d"
+    rm -f "$d/lerr"   # never read a previous listener's port
     "$WEIR" -I 0 --timeout 2 --key-file "$KEY" -o "$d/out" 2>"$d/lerr" &
     local l=$! i
     for i in $(seq 200); do grep -q "listening on" "$d/lerr" && break; sleep 0.02; done

@@ -57,6 +57,7 @@ wait_bounded "$spid" 8
 has_msg "$TMP/err" "no weir greeting within 2 s" "a trickled greeting fails within --timeout"
 
 # a weir sender refused by the allow-list is told why, not "not weir"
+rm -f "$TMP/lerr"   # never read a previous listener's port
 "$WEIR" -I 127.0.0.2:0 -o /dev/null 2>"$TMP/lerr" &
 LPID=$!
 PIDS+=("$LPID")
@@ -83,6 +84,7 @@ lines=$(grep -c "connection from 127.0.0.1" "$TMP/lerr")
 ok "the refusal log is bounded ($lines lines)"
 
 # -6: IPv6 only
+rm -f "$TMP/lerr"   # never read a previous listener's port
 "$WEIR" -6 -I 0 -o /dev/null 2>"$TMP/lerr" &
 LPID=$!
 PIDS+=("$LPID")

@@ -61,7 +61,8 @@ while [ "$(date +%s)" -lt "$end" ]; do
         cmd="\"$WEIR\" -q -d $b <\"$TMP/in.lz4\" >\"$TMP/out\"" ;;
     tcp|tcpz)
         z=; [ "$mode" = tcpz ] && z=-z
-        cmd="\"$WEIR\" -I 0 $b -o \"$TMP/out\" 2>\"$TMP/l\" & l=\$!;
+        # the previous run's listener file goes first: its port is stale
+        cmd="rm -f \"$TMP/l\"; \"$WEIR\" -I 0 $b -o \"$TMP/out\" 2>\"$TMP/l\" & l=\$!;
              for i in \$(seq 200); do grep -q 'listening on' \"$TMP/l\" && break; sleep 0.05; done;
              port=\$(grep -o 'listening on .*' \"$TMP/l\" | grep -o '[0-9]*\$');
              \"$WEIR\" -q $z $a -i \"$TMP/in\" -O 127.0.0.1:\$port; s=\$?; wait \$l; r=\$?;

@@ -42,6 +42,7 @@ expect 0 "-i /dev/zero -o /dev/zero" bash -c "head -c 1000 /dev/zero | \"$WEIR\"
 expect 3 "-i missing -o out" "$WEIR" -q -i "$TMP/missing" -o "$TMP/out"
 [ -e "$TMP/out" ] && fail "-i missing: left out behind"
 ok "-i missing: no output file left behind"
+rm -f "$TMP/l1"   # never read a previous listener's port
 "$WEIR" -I 0 -o /dev/null 2>"$TMP/l1" &
 PIDS+=($!)
 wait_for "$TMP/l1" "listening on" 10

@@ -26,6 +26,7 @@ case $STATUS in
 esac
 
 # 2. receiver's output is /dev/full: the sender stops early with its message
+rm -f "$TMP/lerr"   # never read a previous listener's port
 "$WEIR" -q -I 0 -o /dev/full 2>"$TMP/lerr" &
 LPID=$!
 PIDS+=("$LPID")
