@@ -139,6 +139,7 @@ void options_usage(FILE *out)
 "  --ssh-tunnel       the data goes through the ssh connection (ssh encrypts)\n"
 "  --ssh-direct       never through ssh: fail if no direct connection is made\n"
 "  --connect-back     this weir listens and the remote one connects (NAT)\n"
+"\n"
 "link test (throughput both ways and the round trip, with no data of yours):\n"
 "  --link-test -O HOST:PORT  measure the link to a weir -I there, which serves\n"
 "                     holders of its --key-file, or anyone with --allow-link-test\n"
