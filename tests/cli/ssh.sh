@@ -102,8 +102,8 @@ expect 3 "local producer exits 1" "$WEIR" -q "${SSH[@]}" --remote "cat >/dev/nul
     -- sh -c "head -c 1000 '$TMP/in'; exit 1"
 has_msg "$TMP/err" "producer 'head -c 1000 '$TMP/in'; exit 1' exited with status 1" "local producer: named"
 # the remote end heard why, or (when the producer failed before the
-# stream began) that the connection was reset or the local weir went away
-grep -qE "remote: (sender: producer|the ssh session ended|.*Connection reset by peer)" "$TMP/err" ||
+# stream began) that the connection was reset or closed, or the local weir went away
+grep -qE "remote: (sender: producer|the ssh session ended|.*(Connection reset by peer|no weir sender proved itself))" "$TMP/err" ||
     { cat "$TMP/err" >&2; fail "the remote end said nothing of the failure"; }
 ok "the remote end stopped, and said why"
 expect 5 "a remote weir that is missing" "$WEIR" -q --ssh "$HOST" --rsh "$TMP/sshd/ssh" \
