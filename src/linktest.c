@@ -782,6 +782,23 @@ static int read_record_fd(int fd, unsigned char *buf, double deadline, atomic_bo
     return 0;
 }
 
+/* The listener's next record on a data connection, by the deadline; 0, or
+ * -1 when it sent none or refused the connection (the flow failed, named). */
+static int flow_record(struct lt_flow *f, int fd, unsigned char *buf, double deadline,
+                       const char *d, struct codec_record *r)
+{
+    char why[200];
+    if (read_record_fd(fd, buf, deadline, &f->set->stop, r, why, sizeof why)) {
+        flow_fail(f, EPROTO, "data connection %s %u: %s", d, f->index, why);
+        return -1;
+    }
+    if (r->type == 'S') {
+        flow_fail(f, EPERM, "data connection %s %u: refused: %s", d, f->index, r->msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* A data connection of the tester: connect where the control connection
  * went, hear the greeting, join with the token, hear the echo. */
 static int open_flow(struct lt_flow *f, void *ctx)
@@ -798,16 +815,9 @@ static int open_flow(struct lt_flow *f, void *ctx)
     f->fd = fd;
     unsigned char buf[CODEC_RECORD_MAX];
     struct codec_record r;
-    char why[200];
     double deadline = clock_now() + LINKTEST_SILENCE;
-    if (read_record_fd(fd, buf, deadline, &s->stop, &r, why, sizeof why)) {
-        flow_fail(f, EPROTO, "data connection %s %u: %s", d, f->index, why);
+    if (flow_record(f, fd, buf, deadline, d, &r))
         return -1;
-    }
-    if (r.type == 'S') {
-        flow_fail(f, EPERM, "data connection %s %u: refused: %s", d, f->index, r.msg);
-        return -1;
-    }
     if (r.type != 'G' || r.role != CODEC_ROLE_RECEIVER) {
         flow_fail(f, EPROTO, "data connection %s %u: the listener did not greet", d, f->index);
         return -1;
@@ -831,14 +841,8 @@ static int open_flow(struct lt_flow *f, void *ctx)
         }
         off += (size_t)w;
     }
-    if (read_record_fd(fd, buf, deadline, &s->stop, &r, why, sizeof why)) {
-        flow_fail(f, EPROTO, "data connection %s %u: %s", d, f->index, why);
+    if (flow_record(f, fd, buf, deadline, d, &r))
         return -1;
-    }
-    if (r.type == 'S') {
-        flow_fail(f, EPERM, "data connection %s %u: refused: %s", d, f->index, r.msg);
-        return -1;
-    }
     if (r.type != 'L' || r.link.op != CODEC_LINK_JOIN) {
         flow_fail(f, EPROTO, "data connection %s %u: the listener did not take its join", d,
                   f->index);

@@ -91,8 +91,6 @@ struct remote {
  * the stream itself (the tunnel), and belongs to the engine. */
 struct reader {
     int fd;
-    char buf[1];
-    size_t pos, end;
     double deadline;
     int sig;                 /* the signal that stopped the wait (ECANCELED) */
 };
@@ -114,7 +112,7 @@ static int pending_stop(void)
 /* One byte, by the deadline: 1, 0 at the end, -1 with errno. */
 static int get_byte(struct reader *rd, char *c)
 {
-    while (rd->pos == rd->end) {
+    for (;;) {
         int left = (int)((rd->deadline - clock_now()) * 1000);
         if (left <= 0) {
             errno = ETIMEDOUT;
@@ -132,18 +130,11 @@ static int get_byte(struct reader *rd, char *c)
             return -1;
         if (r == 0)
             continue;
-        ssize_t n = read(rd->fd, rd->buf, sizeof rd->buf);
+        ssize_t n = read(rd->fd, c, 1);
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            return 0;
-        rd->pos = 0;
-        rd->end = (size_t)n;
+        return n < 0 ? -1 : (int)n;
     }
-    *c = rd->buf[rd->pos++];
-    return 1;
 }
 
 /* A line without its newline, NUL-ended: its length, or -1 (errno; EPIPE
@@ -192,20 +183,17 @@ static int put_all(int fd, const char *p, size_t n)
  * "ssh HOST: ...".  The last line is kept for a failure's message. */
 static void pass_line(struct remote *r, const char *line)
 {
+    bool weirs = strncmp(line, "weir: ", 6) == 0;
     sync_lock(&r->lock);
     snprintf(r->last_line, sizeof r->last_line, "%s", line);
-    bool ready = r->ready;
-    sync_unlock(&r->lock);
-    if (strncmp(line, "weir: ", 6) == 0)
-        log_msg(r->log, LOG_ERROR, "remote: %s", line + 6);
-    else if (ready)
-        log_msg(r->log, LOG_ERROR, "remote: %s", line);
-    else if (line[0]) {
-        sync_lock(&r->lock);
+    bool remote = weirs || r->ready, ssh = !remote && line[0];
+    if (ssh)
         snprintf(r->ssh_line, sizeof r->ssh_line, "%s", line);
-        sync_unlock(&r->lock);
+    sync_unlock(&r->lock);
+    if (remote)
+        log_msg(r->log, LOG_ERROR, "remote: %s", weirs ? line + 6 : line);
+    else if (ssh)
         log_msg(r->log, LOG_ERROR, "ssh %s: %s", r->o->ssh_host, line);
-    }
 }
 
 static void *err_main(void *arg)
@@ -348,10 +336,11 @@ static bool ssh_reap(struct remote *r, double secs)
     return true;
 }
 
-static void last_line(struct remote *r, char *dst, size_t cap)
+/* A copy of one of the lines the stderr thread keeps (last_line, ssh_line). */
+static void kept_line(struct remote *r, const char *line, char *dst, size_t cap)
 {
     sync_lock(&r->lock);
-    snprintf(dst, cap, "%s", r->last_line);
+    snprintf(dst, cap, "%s", line);
     sync_unlock(&r->lock);
 }
 
@@ -370,7 +359,7 @@ static int no_answer(struct remote *r, int why, struct weir_error *err)
         r->err_started = false;
     }
     char last[256];
-    last_line(r, last, sizeof last);
+    kept_line(r, r->last_line, last, sizeof last);
     int ws = r->ssh_status;
     const char *rw = r->o->remote_weir ? r->o->remote_weir : "weir";
     if (WIFEXITED(ws) && WEXITSTATUS(ws) == 255)
@@ -1099,9 +1088,7 @@ static int verdict(struct remote *r, int status)
     }
     int ws = r->ssh_status;
     char last[256];
-    sync_lock(&r->lock);
-    snprintf(last, sizeof last, "%s", r->ssh_line);
-    sync_unlock(&r->lock);
+    kept_line(r, r->ssh_line, last, sizeof last);
     if (status != 0 && !r->ssh_stopped && !(WIFEXITED(ws) && WEXITSTATUS(ws) != 255))
         /* ssh itself ended badly: likely why the transfer failed */
         log_msg(r->log, LOG_ERROR, "ssh %s: the ssh connection ended (%s %d)%s%s", host,

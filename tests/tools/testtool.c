@@ -295,14 +295,7 @@ static int connect_to(int port)
  * byte set to 0 (a failure made to look like success); whole records only. */
 static int zero_status(struct fault *f, int client, const unsigned char *data, size_t n)
 {
-    if (f->len + n > f->cap) {
-        f->cap = (f->len + n) * 2;
-        f->buf = realloc(f->buf, f->cap);
-        if (!f->buf)
-            die("realloc");
-    }
-    memcpy(f->buf + f->len, data, n);
-    f->len += n;
+    collect(f, data, n);
     size_t off = 0;
     while (f->len - off >= 8) {
         size_t rec = 8 + get32(f->buf + off + 4);
