@@ -195,7 +195,9 @@ static int serve_ssh(struct weir_log *log, struct progress *pr)
     struct weir_options o;
     struct weir_error err;
     int status;
-    if (remote_server_new(&r, log, &o, &err)) {
+    /* only the engine's threads take signals, from the start: the ssh
+     * channel's relays start before the engine does */
+    if (weir_signals_block(&err) || remote_server_new(&r, log, &o, &err)) {
         if (!remote_refused(r))   /* else the local weir says it */
             log_msg(log, LOG_ERROR, "%s", err.msg);
         status = err.status;

@@ -78,6 +78,13 @@ struct remote {
     char *request;                   /* its text; argv points into it */
     char *argv[REMOTE_ARGS_MAX + 16];
     bool refused;                    /* the local end was told why it cannot start */
+    /* both, while no engine runs yet (its signals are blocked and not yet
+     * taken): a thread sets halt when SIGINT, SIGTERM or SIGHUP is pending,
+     * and every wait of the start gives up for it */
+    atomic_bool halt, starting;
+    atomic_int halt_sig;
+    pthread_t halt_thread;
+    bool halt_started;
     /* both: the thread that watches the ssh channel while the engine runs */
     struct weir_engine *engine;
     int wake[2];
@@ -92,7 +99,7 @@ struct remote {
 struct reader {
     int fd;
     double deadline;
-    int sig;                 /* the signal that stopped the wait (ECANCELED) */
+    atomic_bool *halt;       /* set: the wait gives up (ECANCELED) */
 };
 
 /* SIGINT, SIGTERM or SIGHUP waiting for the engine, which takes them once it
@@ -109,6 +116,50 @@ static int pending_stop(void)
     return 0;
 }
 
+static void *halt_main(void *arg)
+{
+    struct remote *r = arg;
+    while (atomic_load(&r->starting)) {
+        int sig = pending_stop();
+        if (sig) {
+            atomic_store(&r->halt_sig, sig);
+            atomic_store(&r->halt, true);
+            return NULL;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* The start's waits (ssh, the conversation, the data's connection) heed
+ * the signals the engine will take once it runs. */
+static int halt_watch(struct remote *r, struct weir_error *err)
+{
+    atomic_store(&r->starting, true);
+    if (sync_create(&r->halt_thread, halt_main, r, err))
+        return -1;
+    r->halt_started = true;
+    return 0;
+}
+
+static void halt_unwatch(struct remote *r)
+{
+    atomic_store(&r->starting, false);
+    if (r->halt_started)
+        pthread_join(r->halt_thread, NULL);
+    r->halt_started = false;
+}
+
+/* A start given up for a signal: the status the engine would give it. */
+static int halted(struct remote *r, const char *what, struct weir_error *err)
+{
+    int sig = atomic_load(&r->halt_sig);
+    const char *name = sigabbrev_np(sig);
+    return error_set(err, WEIR_EXIT_SIGNAL + sig, "interrupted by SIG%s while %s",
+                     name ? name : "?", what);
+}
+
 /* One byte, by the deadline: 1, 0 at the end, -1 with errno. */
 static int get_byte(struct reader *rd, char *c)
 {
@@ -118,7 +169,7 @@ static int get_byte(struct reader *rd, char *c)
             errno = ETIMEDOUT;
             return -1;
         }
-        if ((rd->sig = pending_stop()) != 0) {
+        if (atomic_load(rd->halt)) {
             errno = ECANCELED;
             return -1;
         }
@@ -386,8 +437,8 @@ static const char *const path_names[] = {"auto", "tunnel", "direct"};
 /* One connection on a listening socket within secs, from the address want
  * when it is given (others are closed, and the wait goes on): 0 with *fd
  * tuned for the engine, or -1. */
-static int accept_one(struct tcp_listener *l, const char *want, double secs, double io_timeout,
-                      int *fd, const char *name, struct weir_log *log, struct weir_error *err)
+static int accept_one(struct remote *r, struct tcp_listener *l, const char *want, double secs,
+                      double io_timeout, int *fd, const char *name, struct weir_error *err)
 {
     double until = clock_now() + secs;
     for (;;) {
@@ -395,8 +446,10 @@ static int accept_one(struct tcp_listener *l, const char *want, double secs, dou
         if (left <= 0)
             return error_set(err, WEIR_EXIT_NETWORK, "%s: no connection within %g s", name,
                              secs);
+        if (atomic_load(&r->halt))
+            return halted(r, "waiting for the data's connection", err);
         struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
-        int p = poll(&pfd, 1, left);
+        int p = poll(&pfd, 1, left < 100 ? left : 100);
         if (p < 0 && errno != EINTR)
             return error_sys(err, WEIR_EXIT_NETWORK, errno, "%s: poll", name);
         if (p <= 0)
@@ -414,7 +467,8 @@ static int accept_one(struct tcp_listener *l, const char *want, double secs, dou
                                  NI_NUMERICHOST) != 0 || strcmp(host, want) != 0)) {
             char peer[80];
             tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
-            log_msg(log, LOG_WARN, "%s: refused connection from %s: not %s", name, peer, want);
+            log_msg(r->log, LOG_WARN, "%s: refused connection from %s: not %s", name, peer,
+                    want);
             close(got);
             continue;
         }
@@ -443,13 +497,12 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
         const char *blocked = getenv("WEIR_TEST_SSH_DIRECT_PORT");
         if (blocked)
             snprintf(r->port, sizeof r->port, "%s", blocked);
-        atomic_bool halt;
-        atomic_init(&halt, false);
         snprintf(r->data_name, sizeof r->data_name, strchr(r->addr, ':') ? "%s [%s]:%s (direct)"
                  : "%s %s:%s (direct)", host, r->addr, r->port);
         struct weir_error cerr;
         int fd;
-        if (tcp_connect(r->addr, r->port, &ts, &halt, r->log, r->data_name, &fd, &cerr) == 0) {
+        if (tcp_connect(r->addr, r->port, &ts, &r->halt, r->log, r->data_name, &fd, &cerr) ==
+            0) {
             if (put_all(r->ctl_out, "via direct\n", 11) != 0) {
                 close(fd);
                 return no_answer(r, errno, err);
@@ -457,8 +510,10 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
             r->data_fd = fd;
             return 0;
         }
-        if (o->ssh_path == SSH_PATH_DIRECT) {
+        if (atomic_load(&r->halt) || o->ssh_path == SSH_PATH_DIRECT) {
             (void)put_all(r->ctl_out, "via none\n", 9);
+            if (atomic_load(&r->halt))
+                return halted(r, "making the direct connection", err);
             return error_set(err, WEIR_EXIT_NETWORK, "%s (--ssh-direct: not through ssh)",
                              cerr.msg);
         }
@@ -471,8 +526,8 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
     if (strcmp(what, "direct") == 0 && r->back.fd >= 0) {
         snprintf(r->data_name, sizeof r->data_name, "%s %s (direct, connected back)", host,
                  r->back.addr);
-        int rc = accept_one(&r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->data_fd,
-                            r->data_name, r->log, err);
+        int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->data_fd,
+                            r->data_name, err);
         tcp_listener_close(&r->back);
         return rc;
     }
@@ -543,12 +598,15 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     keyfile_secret_free(req, cap);
     if (rc != 0)
         return no_answer(r, e, err);
-    struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REMOTE_START_SECS};
+    struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REMOTE_START_SECS,
+                        .halt = &r->halt};
     char line[1024];
     long got = get_line(&rd, line, sizeof line);
-    if (got < 0 && rd.sig)
-        return error_set(err, WEIR_EXIT_SIGNAL + rd.sig, "interrupted by SIG%s while ssh %s "
-                         "started the other end", sigabbrev_np(rd.sig), o->ssh_host);
+    if (got < 0 && errno == ECANCELED) {
+        char what[300];
+        snprintf(what, sizeof what, "ssh %s started the other end", o->ssh_host);
+        return halted(r, what, err);
+    }
     if (got < 0)
         return no_answer(r, errno, err);
     int proto = 0, cport = 0;
@@ -593,6 +651,9 @@ int remote_local_new(struct remote **out, const struct weir_options *o, struct w
     r->wake[0] = r->wake[1] = r->relay[0] = r->relay[1] = -1;
     r->back.fd = -1;
     atomic_init(&r->err_stop, false);
+    atomic_init(&r->halt, false);
+    atomic_init(&r->starting, false);
+    atomic_init(&r->halt_sig, 0);
     sync_mutex_init(&r->lock);
     if (pipe2(r->wake, O_CLOEXEC) != 0) {
         int e = errno;
@@ -645,7 +706,8 @@ bool remote_refused(const struct remote *r)
  * the command. */
 static int read_request(struct remote *r, struct weir_error *err)
 {
-    struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS};
+    struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS,
+                        .halt = &r->halt};
     r->request = keyfile_secret_alloc(REMOTE_REQUEST_MAX);
     if (!r->request)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server: request");
@@ -656,7 +718,9 @@ static int read_request(struct remote *r, struct weir_error *err)
     const char *cmd = NULL;
     r->argv[argc++] = "weir";
     if (get_line(&rd, line, sizeof line) < 0)
-        return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the request");
+        return errno == ECANCELED ? halted(r, "reading the request", err)
+                                  : error_sys(err, WEIR_EXIT_NETWORK, errno,
+                                              "--ssh-server: the request");
     int proto = 0;
     if (sscanf(line, "weir-ssh %d", &proto) != 1)
         return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: not a weir --ssh request");
@@ -667,7 +731,9 @@ static int read_request(struct remote *r, struct weir_error *err)
     for (;;) {
         long len = get_line(&rd, line, sizeof line);
         if (len < 0)
-            return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the request");
+            return errno == ECANCELED ? halted(r, "reading the request", err)
+                                  : error_sys(err, WEIR_EXIT_NETWORK, errno,
+                                              "--ssh-server: the request");
         if (strcmp(line, "go") == 0)
             break;
         if (strcmp(line, "mode push") == 0 || strcmp(line, "mode pull") == 0) {
@@ -819,12 +885,12 @@ static int server_data(struct remote *r, struct weir_error *err)
         snprintf(r->data_name, sizeof r->data_name, strchr(r->peer, ':')
                  ? "the local weir [%s]:%s (connected back)" : "the local weir %s:%s "
                  "(connected back)", r->peer, port);
-        atomic_bool halt;
-        atomic_init(&halt, false);
         struct weir_error cerr;
-        if (tcp_connect(r->peer, port, &ts, &halt, r->log, r->data_name, &r->data_fd,
+        if (tcp_connect(r->peer, port, &ts, &r->halt, r->log, r->data_name, &r->data_fd,
                         &cerr) == 0) {
             what = "direct";
+        } else if (atomic_load(&r->halt)) {
+            return halted(r, "connecting back", err);
         } else if (r->path == SSH_PATH_DIRECT) {
             *err = cerr;
             remote_refuse(r, err->status, err->msg);
@@ -851,16 +917,19 @@ static int server_data(struct remote *r, struct weir_error *err)
         return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the ssh channel");
     }
     if (l.fd >= 0) {
-        struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS};
+        struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS,
+                            .halt = &r->halt};
         long len = get_line(&rd, line, sizeof line);
         if (len >= 0 && strcmp(line, "via direct") == 0) {
             snprintf(r->data_name, sizeof r->data_name, "the local weir %s (direct)", r->peer);
-            int rc = accept_one(&l, r->peer, 2 * DIRECT_SECS, 600, &r->data_fd, r->data_name,
-                                r->log, err);
+            int rc = accept_one(r, &l, r->peer, 2 * DIRECT_SECS, 600, &r->data_fd,
+                                r->data_name, err);
             tcp_listener_close(&l);
             return rc;
         }
         tcp_listener_close(&l);
+        if (len < 0 && errno == ECANCELED)
+            return halted(r, "waiting for the local weir's connection", err);
         if (len < 0 || strcmp(line, "via tunnel") != 0)
             return error_set(err, WEIR_EXIT_NETWORK, "--ssh-server: the local weir made no "
                              "connection (it said '%.40s')", len < 0 ? "nothing" : line);
@@ -882,6 +951,8 @@ static int server_data(struct remote *r, struct weir_error *err)
     return 0;
 }
 
+static int serve_start(struct remote *r, struct weir_options *o, struct weir_error *err);
+
 int remote_server_new(struct remote **out, struct weir_log *log, struct weir_options *o,
                       struct weir_error *err)
 {
@@ -894,6 +965,9 @@ int remote_server_new(struct remote **out, struct weir_log *log, struct weir_opt
     r->wake[0] = r->wake[1] = r->relay[0] = r->relay[1] = -1;
     r->back.fd = -1;
     atomic_init(&r->err_stop, false);
+    atomic_init(&r->halt, false);
+    atomic_init(&r->starting, false);
+    atomic_init(&r->halt_sig, 0);
     sync_mutex_init(&r->lock);
     *out = r;
     /* the channel moves aside: the commands this weir runs get /dev/null
@@ -912,6 +986,16 @@ int remote_server_new(struct remote **out, struct weir_log *log, struct weir_opt
     close(null);
     if (pipe2(r->wake, O_CLOEXEC) != 0)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: pipe");
+    if (halt_watch(r, err))
+        return -1;
+    int rc = serve_start(r, o, err);
+    halt_unwatch(r);
+    return rc;
+}
+
+/* The server's start: the request, the options, the data's connection. */
+static int serve_start(struct remote *r, struct weir_options *o, struct weir_error *err)
+{
     int n;
     if (ssh_connection(r, err) || (n = read_request(r, err)) < 0) {
         remote_refuse(r, err->status, err->msg);
@@ -1039,7 +1123,11 @@ int remote_configure(struct remote *r, struct weir_config *c, struct weir_error 
             const char *colon = strrchr(r->back.addr, ':');
             back = colon ? atoi(colon + 1) : 0;
         }
-        if (spawn_ssh(r, err) || handshake(r, back, err))
+        if (halt_watch(r, err))
+            return -1;
+        int rc = spawn_ssh(r, err) || handshake(r, back, err) ? -1 : 0;
+        halt_unwatch(r);
+        if (rc)
             return -1;
     }
     /* through ssh, weir adds no encryption of its own: ssh's is there */
@@ -1166,6 +1254,7 @@ void remote_free(struct remote *r)
     if (r->err_started)
         pthread_join(r->err_thread, NULL);
     unwatch(r);
+    halt_unwatch(r);
     if (r->data_fd >= 0)   /* never handed to an engine */
         close(r->data_fd);
     r->data_fd = -1;

@@ -137,6 +137,19 @@ wait_bounded "$pid" 5
 [ "$STATUS" -eq 143 ] || fail "SIGTERM while ssh logs in: exit $STATUS, want 143"
 ok "SIGTERM while ssh logs in: 143, without waiting for the login"
 
+# SIGTERM while the direct connection is being tried (the port refuses, as
+# a firewall would, and --ssh-direct keeps trying it for 5 s)
+WEIR_TEST_SSH_DIRECT_PORT=1 bg "$WEIR" -v "${SSH[@]}" --ssh-direct --remote "cat >/dev/null" \
+    -i "$TMP/in" 2>"$TMP/direct.err"
+pid=$BPID
+wait_for "$TMP/direct.err" "answered" 10
+kill -TERM "$pid"
+wait_bounded "$pid" 3
+[ "$STATUS" -eq 143 ] ||
+    { cat "$TMP/direct.err" >&2; fail "SIGTERM while connecting: exit $STATUS, want 143"; }
+has_msg "$TMP/direct.err" "interrupted by SIGTERM while making the direct connection" \
+    "SIGTERM while connecting: said"
+
 # the key never on a command line: the remote weir runs as "weir --ssh-server"
 bg "$WEIR" -q "${SSH[@]}" --remote "sleep 30" -i "$TMP/in"
 for _ in $(seq 200); do
