@@ -133,6 +133,21 @@ size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase)
     return record_seal(dst, CODEC_KEEPALIVE_SIZE);
 }
 
+size_t codec_session(unsigned char *dst, unsigned char type,
+                     const unsigned char token[CODEC_TOKEN_SIZE])
+{
+    record_start(dst, CODEC_SESSION_SIZE - 8, type);
+    memcpy(dst + 16, token, CODEC_TOKEN_SIZE);
+    return record_seal(dst, CODEC_SESSION_SIZE);
+}
+
+size_t codec_confirm(unsigned char *dst, uint64_t bytes)
+{
+    record_start(dst, CODEC_SESSION_SIZE - 8, 'C');
+    codec_put64(dst + 16, bytes);
+    return record_seal(dst, CODEC_SESSION_SIZE);
+}
+
 size_t codec_link(unsigned char *dst, const struct codec_link *l)
 {
     record_start(dst, CODEC_LINK_SIZE - 8, 'L');
@@ -245,7 +260,7 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
     if (len < 24 || codec_record_length(p) != len)
         return bad_record(why, whylen, "malformed weir record (bad length)");
     r->type = p[8];
-    if (strchr("GKSAZL", r->type) && r->type &&
+    if (strchr("GKSAZLNCR", r->type) && r->type &&
         codec_get64(p + len - CODEC_SUM_SIZE) != XXH3_64bits(p, len - CODEC_SUM_SIZE))
         return bad_record(why, whylen, "corrupt weir record (checksum mismatch)");
     switch (r->type) {
@@ -282,6 +297,17 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
         return 0;
     case 'L':
         return parse_link_record(p, len, r, why, whylen);
+    case 'N':
+    case 'R':
+    case 'C':
+        if (len != CODEC_SESSION_SIZE || !zeros(p + 9, 7) ||
+            (r->type == 'C' && !zeros(p + 24, 8)))
+            return bad_record(why, whylen, "malformed weir session record");
+        if (r->type == 'C')
+            r->bytes = codec_get64(p + 16);
+        else
+            memcpy(r->token, p + 16, CODEC_TOKEN_SIZE);
+        return 0;
     default:
         return bad_record(why, whylen, "unexpected weir record");
     }

@@ -41,6 +41,8 @@ struct pending {
     struct tls_handshake *tls;
     struct seal_session keys;
     bool tester;               /* it greeted as a link tester (role 'T') */
+    uint32_t features;         /* what its greeting offers */
+    bool rejoin;               /* its first record asks to resume a session ('R') */
     unsigned char secret[LINKTEST_SECRET_SIZE];   /* a keyed tester's, from the handshake */
 };
 
@@ -204,7 +206,9 @@ static int greet(struct admission *a, int fd, bool trusted)
     codec_greeting(greeting, CODEC_ROLE_RECEIVER,
                    CODEC_FEATURES | (a->cfg->tls && !trusted ? CODEC_FEATURE_KEY : 0) |
                        ((a->cfg->tls || a->cfg->allow_link_test) && !trusted
-                            ? CODEC_FEATURE_LINKTEST : 0));
+                            ? CODEC_FEATURE_LINKTEST : 0) |
+                       (a->cfg->resume && !trusted && a->l->fd >= 0 ? CODEC_FEATURE_RESUME
+                                                                    : 0));
     if (send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) ==
         (ssize_t)sizeof greeting)
         return 0;
@@ -370,6 +374,35 @@ static int join_test(struct admission *a, struct pending *c, const struct codec_
 
 static int judge_record(struct admission *a, struct pending *c);
 
+/* The sender's first record (after its greeting, or in its first sealed
+ * record): a stream header begins a transfer; 'R' asks to resume the
+ * session under way.  While one is under way (resume_token) only its
+ * sender is admitted; otherwise nothing can be resumed.  1: admitted;
+ * -1: refused. */
+static int judge_first(struct admission *a, struct pending *c, const unsigned char *rec,
+                       size_t len)
+{
+    struct codec_record r;
+    char why[96];
+    if (codec_parse_record(rec, len, &r, why, sizeof why) || (r.type != 'H' && r.type != 'R')) {
+        drop(a, c, "refused connection from %s: %s", "no weir stream header after its greeting");
+        return -1;
+    }
+    const unsigned char *token = a->cfg->resume_token;
+    if (r.type == 'H' && token) {
+        drop(a, c, "refused connection from %s: %s", "a transfer is under way here, and this "
+             "listener waits for its sender to come back: it takes no other");
+        return -1;
+    }
+    if (r.type == 'R' && (!token || CRYPTO_memcmp(r.token, token, CODEC_TOKEN_SIZE) != 0)) {
+        drop(a, c, "refused connection from %s: %s", "it asked to resume a transfer this "
+             "listener does not have (it ended, or this is another receiver)");
+        return -1;
+    }
+    c->rejoin = r.type == 'R';
+    return 1;
+}
+
 /* Advance a connection's handshake with what arrived; what it must send
  * goes out at once (a fresh socket has room for it). */
 static int handshake(struct admission *a, struct pending *c, const unsigned char *in, size_t n)
@@ -441,13 +474,18 @@ static int judge_record(struct admission *a, struct pending *c)
         }
         return serve_tester(a, c, &r.link, c->buf + len, c->have - len);
     }
-    if (!ok || plen != CODEC_HEADER_SIZE ||
-        codec_parse_record(plain, plen, &r, why, sizeof why) || r.type != 'H') {
-        drop(a, c, "refused connection from %s: %s", ok ? "no weir stream header in its first "
-             "encrypted record" : "its first encrypted record does not open");
+    if (!ok) {
+        drop(a, c, "refused connection from %s: %s", "its first encrypted record does not open");
         return -1;
     }
-    return 1;
+    if (plen != CODEC_HEADER_SIZE && plen != CODEC_SESSION_SIZE) {
+        drop(a, c, "refused connection from %s: %s", "no weir stream header in its first "
+             "encrypted record");
+        return -1;
+    }
+    (void)r;
+    (void)why;
+    return judge_first(a, c, plain, plen);
 }
 
 /* A link tester's greeting (r), and what follows it.  With a key it must
@@ -508,8 +546,16 @@ static int judge_tester(struct admission *a, struct pending *c, const struct cod
     return serve_tester(a, c, &q.link, NULL, 0);
 }
 
-/* Judge what a weir peer has sent so far.  1: admitted; 0: keep waiting;
- * -1: refused (logged and dropped). */
+/* The length of the record after a sender's greeting, a stream header or a
+ * resume request, once its first 8 bytes are in (8 until then); 0: neither. */
+static size_t first_length(const struct pending *c)
+{
+    if (c->have < CODEC_GREETING_SIZE + 8)
+        return 8;
+    size_t len = codec_record_length(c->buf + CODEC_GREETING_SIZE);
+    return len == CODEC_HEADER_SIZE || len == CODEC_SESSION_SIZE ? len : 0;
+}
+
 /* Whether the first n bytes a peer sent could begin a weir greeting. */
 static bool could_greet(const unsigned char *b, size_t n)
 {
@@ -518,6 +564,8 @@ static bool could_greet(const unsigned char *b, size_t n)
     return memcmp(b, magic, n < 4 ? n : 4) == 0;
 }
 
+/* Judge what a weir peer has sent so far.  1: admitted; 0: keep waiting;
+ * -1: refused (logged and dropped). */
 static int judge_weir(struct admission *a, struct pending *c)
 {
     if (c->state == AWAIT_RECORD)
@@ -558,6 +606,7 @@ static int judge_weir(struct admission *a, struct pending *c)
     }
     if (r.role == CODEC_ROLE_TESTER)
         return judge_tester(a, c, &r);
+    c->features = r.features & CODEC_FEATURES_KNOWN;
     if (c->state == AWAIT_GREETING) {
         struct weir_error err;
         if (judge_keys(a, c, &r, &err))
@@ -571,16 +620,14 @@ static int judge_weir(struct admission *a, struct pending *c)
             return handshake(a, c, first, rest);
         }
     }
-    if (n < CODEC_GREETING_SIZE + CODEC_HEADER_SIZE)
-        return 0;
-    if (codec_parse_record(c->buf + CODEC_GREETING_SIZE, CODEC_HEADER_SIZE, &r, why,
-                           sizeof why) || r.type != 'H') {
-        if (r.type != 'H')
-            snprintf(why, sizeof why, "no weir stream header after its greeting");
-        drop(a, c, "refused connection from %s: %s", why);
+    size_t first = first_length(c);
+    if (first == 0) {
+        drop(a, c, "refused connection from %s: %s", "no weir stream header after its greeting");
         return -1;
     }
-    return 1;
+    if (n < CODEC_GREETING_SIZE + first)
+        return 0;
+    return judge_first(a, c, c->buf + CODEC_GREETING_SIZE, first);
 }
 
 /* Read what a waiting connection sent.  1: admitted; 0: keep waiting;
@@ -618,8 +665,11 @@ static int hear(struct admission *a, struct pending *c)
         return handshake(a, c, in, (size_t)r);
     }
     /* only what this step needs: the rest stays in the socket */
+    size_t first = c->state == AWAIT_HEADER ? first_length(c) : 0;
+    if (c->state == AWAIT_HEADER && first == 0)
+        return judge_weir(a, c);   /* refused there */
     size_t want = c->state == AWAIT_RECORD ? sizeof c->buf
-                  : c->state == AWAIT_HEADER ? CODEC_GREETING_SIZE + CODEC_HEADER_SIZE
+                  : c->state == AWAIT_HEADER ? CODEC_GREETING_SIZE + first
                   : c->state == AWAIT_LINK ? CODEC_GREETING_SIZE + CODEC_LINK_SIZE
                                            : CODEC_GREETING_SIZE;
     if (c->have >= want) {
@@ -649,7 +699,7 @@ static int hear(struct admission *a, struct pending *c)
 /* The connection that proved itself becomes the input: 0, or -1 when it
  * could not be set up (it is dropped, and the listener goes on). */
 static int admit(struct admission *a, struct pending *c, struct transport *t,
-                 unsigned char *ahead, size_t *nahead, bool *plain)
+                 unsigned char *ahead, size_t *nahead, struct listener_peer *peer)
 {
     char name[100];
     snprintf(name, sizeof name, "input %s", c->peer);
@@ -658,13 +708,15 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     *nahead = 0;
     if (c->state == AWAIT_RECORD) {
         /* the header was opened to judge it; the stream decoder reads it
-         * again from ahead, and the records after it from the transport */
+         * again from ahead, and the records after it from the transport (a
+         * resume request is the listener's alone) */
         struct sealer rx;
         struct weir_error err;
         size_t len = SEAL_HEADER + (size_t)seal_body_length(c->buf), plen = 0;
         unsigned flags;
+        unsigned char first[FIRST_RECORD_MAX];
         int rc = sealer_init(&rx, &c->keys.to_receiver, c->keys.epoch_records, &err) == 0 &&
-                         open_record(&rx, 0, c->buf, len, ahead, &plen, &flags) == 0
+                         open_record(&rx, 0, c->buf, len, first, &plen, &flags) == 0
                      ? transport_sealed(t, &c->keys, false, 1, c->buf + len, c->have - len,
                                         &err)
                      : error_set(&err, WEIR_EXIT_INTERNAL, "cannot set up encryption");
@@ -674,22 +726,30 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
             drop(a, c, "dropped connection from %s: %s", err.msg);
             return -1;
         }
-        *nahead = plen;
-        log_msg(a->log, LOG_INFO, "connection from %s, with the key '%s'", c->peer,
-                tls_identity(c->tls));
+        if (!c->rejoin) {
+            memcpy(ahead, first, plen);
+            *nahead = plen;
+        }
+        OPENSSL_cleanse(first, sizeof first);
+        log_msg(a->log, LOG_INFO, "connection from %s, with the key '%s'%s", c->peer,
+                tls_identity(c->tls), c->rejoin ? ": the sender is back" : "");
     } else if (c->plain) {
-        *plain = true;
+        peer->plain = true;
         *nahead = c->have;
         memcpy(ahead, c->buf, c->have);
         log_msg(a->log, LOG_INFO, "connection from %s: plain bytes (mbuffer, nc or socat)",
                 c->peer);
     } else if (!a->cfg->raw) {
-        *nahead = c->have - CODEC_GREETING_SIZE;
-        memcpy(ahead, c->buf + CODEC_GREETING_SIZE, *nahead);
-        log_msg(a->log, LOG_INFO, "connection from %s", c->peer);
+        size_t skip = CODEC_GREETING_SIZE + (c->rejoin ? CODEC_SESSION_SIZE : 0);
+        *nahead = c->have - skip;
+        memcpy(ahead, c->buf + skip, *nahead);
+        log_msg(a->log, LOG_INFO, "connection from %s%s", c->peer,
+                c->rejoin ? ": the sender is back" : "");
     } else {
         log_msg(a->log, LOG_INFO, "connection from %s", c->peer);
     }
+    peer->features = c->features;
+    peer->rejoined = c->rejoin;
     tls_handshake_free(c->tls);
     c->tls = NULL;
     OPENSSL_cleanse(&c->keys, sizeof c->keys);
@@ -699,7 +759,11 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
         if (a->conn[i].fd >= 0)
             drop(a, &a->conn[i], "dropped connection from %s: %s",
                  "another sender was admitted first");
-    tcp_listener_close(a->l);
+    /* a session that may resume keeps the port: its sender comes back there */
+    peer->listening = a->cfg->resume && !c->plain && !c->trusted && !a->cfg->raw &&
+                      (c->features & CODEC_FEATURE_RESUME) && a->l->fd >= 0;
+    if (!peer->listening)
+        tcp_listener_close(a->l);
     return 0;
 }
 
@@ -736,9 +800,9 @@ static int wait_ms(double now, double a, double b)
 
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
                    struct weir_log *log, struct transport *t, unsigned char *ahead,
-                   size_t *nahead, bool *plain, struct weir_error *err)
+                   size_t *nahead, struct listener_peer *peer, struct weir_error *err)
 {
-    *plain = false;
+    memset(peer, 0, sizeof *peer);
     /* large (a buffer per waiting connection): on the heap */
     struct admission *a = calloc(1, sizeof *a);
     if (!a)
@@ -807,7 +871,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
         for (int i = 1; i < n && !won; i++)
             if (pfd[i].revents && who[i]->fd >= 0 && hear(a, who[i]) == 1)
                 won = who[i];
-        if (won && admit(a, won, t, ahead, nahead, plain) == 0) {
+        if (won && admit(a, won, t, ahead, nahead, peer) == 0) {
             /* the transfer begins: a link test would only compete with it */
             linktest_server_free(a->lt, "the listener admitted its transfer");
             free(a);
@@ -816,7 +880,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
         if (pfd[0].revents) {
             if (accept_some(a, &won, err))
                 break;
-            if (won && admit(a, won, t, ahead, nahead, plain) == 0) {
+            if (won && admit(a, won, t, ahead, nahead, peer) == 0) {
                 linktest_server_free(a->lt, "the listener admitted its transfer");
                 free(a);
                 return 0;

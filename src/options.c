@@ -19,7 +19,7 @@
 #define DEFAULT_READAHEAD (16ULL << 20)
 
 enum long_only {
-    OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RAW,
+    OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RECONNECT, OPT_RAW,
     OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE, OPT_READAHEAD, OPT_NO_SYNC,
     OPT_GENKEY, OPT_KEY_ID, OPT_KEY_FILE,
     /* mbuffer's long options */
@@ -40,6 +40,7 @@ static const struct option long_opts[] = {
     {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
     {"accept-timeout", required_argument, NULL, OPT_ACCEPT_TIMEOUT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"reconnect", required_argument, NULL, OPT_RECONNECT},
     {"raw", no_argument, NULL, OPT_RAW},
     {"size", required_argument, NULL, OPT_SIZE},
     {"readahead", required_argument, NULL, OPT_READAHEAD},
@@ -617,6 +618,7 @@ static void defaults(struct weir_options *o)
     o->family = AF_UNSPEC;
     o->connect_timeout = 30;
     o->io_timeout = 600;
+    o->reconnect = 300;
     o->level = 1;
     o->readahead = DEFAULT_READAHEAD;
     o->mbuffer_level = -1;
@@ -725,6 +727,7 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case OPT_ACCEPT_TIMEOUT:
         return parse_secs("--accept-timeout", arg, &o->accept_timeout, err);
     case OPT_TIMEOUT: return parse_secs("--timeout", arg, &o->io_timeout, err);
+    case OPT_RECONNECT: return parse_secs("--reconnect", arg, &o->reconnect, err);
     case OPT_RAW: o->raw = true; return 0;
     case OPT_SPARSE: o->sparse = true; return 0;
     case OPT_NO_SYNC: o->no_sync = true; return 0;
@@ -952,6 +955,7 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->tcp.connect_timeout = o->connect_timeout;
     c->tcp.accept_timeout = o->accept_timeout;
     c->tcp.io_timeout = o->io_timeout;
+    c->reconnect = o->reconnect;
     c->tcp.raw = o->raw;
     c->tcp.bind_addr = o->bind_addr;
     snprintf(c->tcp.listen_port, sizeof c->tcp.listen_port, "%s", o->listen_port);

@@ -154,6 +154,8 @@ void output_fail(struct output *o, const struct weir_error *e)
         p->first = *e;
     }
     ring_drop_locked(&p->ring, &o->cur);
+    if (o->hold.live)
+        ring_drop_locked(&p->ring, &o->hold);
     if (p->ring.live_outputs == 0 || p->cfg->stop_on_error)
         stop_locked(p);
     sync_unlock(&p->lock);
@@ -485,6 +487,13 @@ static void setup_output(struct pipeline *p, struct output *out, const struct we
     ratelimit_init(&out->rl, p->cfg->write_rate);
     atomic_init(&out->halt, false);
     ring_add_cursor(&p->ring, &out->cur, &out->halt, true);
+    out->cur.broken = &out->broken;
+    if (spec->kind == WEIR_OUT_TCP && !p->cfg->tcp.raw) {
+        /* holds what the receiver has not confirmed, once the session may
+         * resume (writer.c) */
+        ring_add_cursor(&p->ring, &out->hold, NULL, false);
+        out->hold.holder = true;
+    }
     /* -z: a connection to another weir gets the weir stream, anything else
      * (a file, a pipe, a command, a --raw connection) one LZ4 frame */
     bool weir = spec->kind == WEIR_OUT_TCP && !p->cfg->tcp.raw;
@@ -591,6 +600,7 @@ void weir_config_defaults(struct weir_config *c)
     c->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
     c->tcp.connect_timeout = 30;
     c->tcp.io_timeout = 600;
+    c->reconnect = 300;
     c->progress_fd = -1;
     c->channel_fd = -1;
 }
@@ -770,6 +780,7 @@ void weir_destroy(struct weir_engine *e)
             child_release(&p->out[i].child);
         for (int k = 0; k < SEAL_AHEAD; k++)
             free(p->out[i].ahead[k].out);
+        free(p->out[i].marks);
     }
     ring_destroy(&p->ring);
     tls_context_free(p->tls_client);
@@ -997,9 +1008,16 @@ static void keep_sender_informed(struct pipeline *p, double now)
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].has_child && p->out[i].awaiting)
             phase = SESSION_CONSUMER;
-    sync_unlock(&p->lock);
+    /* under the lock: the reader sends its confirmations on the same
+     * connection, and puts a new one in its place after a break */
     if (on)
         session_keepalive(&p->back, written, phase, now);
+    uint64_t held = atomic_load(&p->held);
+    if (on && p->resumable && held > p->confirmed) {
+        session_confirm(&p->back, held);   /* what the reader has not said yet */
+        p->confirmed = held;
+    }
+    sync_unlock(&p->lock);
 }
 
 /* -W: the engine fails when neither the input nor any output has moved a

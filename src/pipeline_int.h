@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "weir/child.h"
 #include "weir/keyfile.h"
@@ -71,6 +72,20 @@ enum output_holes {
     HOLES_REFUSED,    /* -z to a weir that takes no holes: its stream cannot carry one */
 };
 
+/* Resuming: where one record of the stream began, so that the stream can be
+ * sent again from any byte the receiver may hold.  A resent record is the
+ * same bytes as the first time: the buffer still holds its data (the hold
+ * cursor keeps it), and a stored block is cut to its first length. */
+enum mark_kind { MARK_HEADER, MARK_RECORD, MARK_TRAILER };
+struct resume_mark {
+    uint64_t at;               /* the stream's byte it begins at */
+    uint64_t seq, bytes, holes;   /* the writer's cursor there */
+    size_t off;
+    uint64_t sseq, total, chain;  /* framed: the session's counts before it */
+    uint64_t exact;            /* a stored block: its data bytes */
+    enum mark_kind kind;
+};
+
 struct output {
     struct pipeline *p;
     const struct weir_output *spec;
@@ -120,6 +135,23 @@ struct output {
     /* for snapshots: */
     char name[300];            /* as messages name it; set before the threads start */
     const char *kind;          /* "file", "stdout", "connection", "command" */
+    /* a resumable session, sending (--reconnect; writer.c): */
+    bool resumable;            /* lock: the receiver named the session ('N') */
+    unsigned char token[CODEC_TOKEN_SIZE];   /* lock */
+    bool may_resume;           /* the writer's: both ends offered it; marks are kept */
+    struct resume_mark *marks; /* lock: where each unconfirmed record began, a ring */
+    size_t marks_cap, marks_head, marks_count;
+    struct ring_cursor hold;   /* lock: the oldest record the receiver may lack */
+    uint64_t confirmed;        /* lock: the stream's bytes the receiver confirmed */
+    bool broken;               /* lock: the back channel found the connection broken */
+    char broken_why[160];      /* lock: how */
+    bool told_waiting;         /* the writer's: it said it waits for confirmations */
+    uint64_t exact;            /* the writer's: a resent stored block is this long */
+    unsigned tx_gen;           /* lock: bumped with every new connection's keys */
+    struct sockaddr_storage peer_addr;   /* the writer's: where the receiver was reached */
+    socklen_t peer_len;
+    unsigned reconnections;    /* lock */
+    double gap_secs, gap_since;
     _Atomic uint64_t net;      /* bytes sent on its connection (transport wire_tx) */
     enum stats_output_state state;   /* lock; a dead output is failed whatever this says */
 };
@@ -132,6 +164,7 @@ struct worker {
     /* owned by the worker: its cipher state for each encrypted output */
     struct sealer seal[WEIR_MAX_OUTPUTS];
     bool seal_ready[WEIR_MAX_OUTPUTS];
+    unsigned seal_gen[WEIR_MAX_OUTPUTS];   /* the output's tx_gen they were made for */
 };
 
 struct pipeline {
@@ -195,7 +228,19 @@ struct pipeline {
     bool answer_sender;        /* lock: the input is a weir stream over TCP */
     uint64_t stream_chain;     /* lock: the received stream's chain, once verified */
     bool input_closed;         /* lock: the reader closed the input */
-    struct session_in back;    /* main: keepalives and the answer */
+    struct session_in back;    /* keepalives (main), confirmations (the reader), the
+                                  answer (main, at the end): written under lock */
+    /* a resumable session, receiving (--reconnect; reader.c): */
+    bool resumable;            /* lock: the sender was told the session's token */
+    unsigned char token[CODEC_TOKEN_SIZE];   /* the reader's */
+    _Atomic uint64_t held;     /* bytes of the stream handed to the decoder (the reader's) */
+    uint64_t confirmed;        /* lock: what the last confirmation said */
+    struct stream_decoder *decoder;   /* the reader's: whether the stream has ended */
+    /* reconnections, lock: this end's (an input's, or its outputs' summed in
+     * snapshots) */
+    unsigned reconnections;
+    double gap_secs;           /* time spent without the connection, gaps over */
+    double gap_since;          /* > 0: in a gap since then */
     struct tcp_listener listener;
     int channel_fd;            /* weir.h: a connection given, until the reader admits it */
     pthread_t reader;

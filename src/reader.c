@@ -31,6 +31,8 @@
  * trailer vouches for the stream.
  */
 #include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,9 @@
 #define READ_MAX (1u << 20)    /* largest single read(); keeps publishing frequent */
 #define IDLE_FLUSH_MS 10       /* -z: compress a partial block after this much quiet */
 #define SCAN_BUFFER (1u << 20) /* --sparse: what is read at a time to be scanned */
+/* resuming: the stream is confirmed to the sender at least every this many
+ * bytes, and whenever the connection has nothing more to read for now */
+#define CONFIRM_BYTES (256u << 10)
 
 struct reader {
     struct pipeline *p;
@@ -68,39 +73,97 @@ struct reader {
     uint64_t scan_hole;      /* --sparse: a hole (of the file) after the scanned bytes */
     bool scan_final;         /* the scanned bytes end at that hole or at the end */
     bool scan_eof;           /* the input ended after them */
+    struct weir_error gone;  /* resuming: the sender did not come back (msg "" until then) */
 };
+
+static int resume_input(struct reader *r, const char *cause);
+
+/* Whether a failed read (got 0: the end) broke a session that may resume:
+ * a reset, a cut, a timeout, an encrypted stream cut short, before the
+ * stream's trailer; not a stop, nor an abort (which the decoder reads as a
+ * record), nor bytes that do not open. */
+static bool broken_session(struct reader *r, ssize_t got, int err)
+{
+    struct pipeline *p = r->p;
+    sync_lock(&p->lock);
+    bool resumable = p->resumable;
+    sync_unlock(&p->lock);
+    const struct stream_decoder *d = p->decoder;
+    bool ended = d && !d->in_stream && d->streams > 0;
+    if (!resumable || ended || atomic_load(&p->stop))
+        return false;
+    if (got == 0)
+        return true;
+    return err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
+           err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN || err == EHOSTDOWN ||
+           (err == EPIPE && p->in.sealed);
+}
+
+/* Tell a sender that may resume how much of the stream this end holds. */
+static void confirm(struct pipeline *p, uint64_t held)
+{
+    sync_lock(&p->lock);
+    if (p->resumable) {
+        session_confirm(&p->back, held);
+        p->confirmed = held;
+    }
+    sync_unlock(&p->lock);
+}
 
 /* The stream_source behind every read of the input. */
 static ssize_t source_read(void *ctx, void *buf, size_t n)
 {
     struct reader *r = ctx;
     struct pipeline *p = r->p;
-    if (p->ahead_pos < p->nahead) {
-        /* what the listener read while the sender proved itself */
-        size_t take = p->nahead - p->ahead_pos < n ? p->nahead - p->ahead_pos : n;
-        memcpy(buf, p->ahead + p->ahead_pos, take);
-        p->ahead_pos += take;
-        atomic_fetch_add(&p->in_bytes, (uint64_t)take);
-        return (ssize_t)take;
-    }
-    if (n > READ_MAX)
-        n = READ_MAX;
-    n = ratelimit_chunk(&p->read_rl, n);
-    ssize_t got = p->in.ops->read(&p->in, buf, n, r->timeout_ms, &p->stop);
-    if (got < 0) {
-        r->timed_out = errno == ETIMEDOUT;
-        if (p->in.sealed && (errno == EBADMSG || errno == EPROTO || errno == EPIPE))
-            r->sealed_errno = errno;
-        return -1;
-    }
-    if (got > 0) {
-        atomic_fetch_add(&p->in_bytes, (uint64_t)got);
-        if (ratelimit_take(&p->read_rl, (size_t)got, &p->stop)) {
-            errno = ECANCELED;
+    for (;;) {
+        if (p->ahead_pos < p->nahead) {
+            /* what the listener read while the sender proved itself */
+            size_t take = p->nahead - p->ahead_pos < n ? p->nahead - p->ahead_pos : n;
+            memcpy(buf, p->ahead + p->ahead_pos, take);
+            p->ahead_pos += take;
+            atomic_fetch_add(&p->in_bytes, (uint64_t)take);
+            atomic_fetch_add(&p->held, (uint64_t)take);
+            return (ssize_t)take;
+        }
+        if (n > READ_MAX)
+            n = READ_MAX;
+        n = ratelimit_chunk(&p->read_rl, n);
+        ssize_t got = p->in.ops->read(&p->in, buf, n, r->timeout_ms, &p->stop);
+        if (got <= 0 && broken_session(r, got, errno)) {
+            char cause[120];
+            if (got == 0)
+                snprintf(cause, sizeof cause, "the sender's end closed it");
+            else if (errno == ETIMEDOUT)
+                snprintf(cause, sizeof cause, "no progress for %g s", p->cfg->tcp.io_timeout);
+            else if (errno == EPIPE)
+                snprintf(cause, sizeof cause, "the encrypted stream was cut short");
+            else
+                snprintf(cause, sizeof cause, "%s", strerror(errno));
+            if (resume_input(r, cause) == 0)
+                continue;
             return -1;
         }
+        if (got < 0) {
+            r->timed_out = errno == ETIMEDOUT;
+            if (p->in.sealed && (errno == EBADMSG || errno == EPROTO || errno == EPIPE))
+                r->sealed_errno = errno;
+            return -1;
+        }
+        if (got > 0) {
+            atomic_fetch_add(&p->in_bytes, (uint64_t)got);
+            uint64_t held = atomic_fetch_add(&p->held, (uint64_t)got) + (uint64_t)got;
+            sync_lock(&p->lock);
+            bool due = p->resumable && (held - p->confirmed >= CONFIRM_BYTES || (size_t)got < n);
+            sync_unlock(&p->lock);
+            if (due)
+                confirm(p, held);
+            if (ratelimit_take(&p->read_rl, (size_t)got, &p->stop)) {
+                errno = ECANCELED;
+                return -1;
+            }
+        }
+        return got;
     }
-    return got;
 }
 
 /* Wait until every queued block has been decoded and verified. */
@@ -137,6 +200,8 @@ static int read_failed(struct reader *r, struct weir_error *e)
     struct pipeline *p = r->p;
     if (errno == ECANCELED || atomic_load(&p->stop))
         return STEP_STOP;
+    if (r->gone.msg[0])
+        return *e = r->gone, STEP_FAIL;
     if (r->sealed_errno)
         return sealed_failed(r, e);
     if (r->timed_out)
@@ -154,6 +219,8 @@ static int decode_failed(struct reader *r, struct weir_error *e)
 {
     if (atomic_load(&r->p->stop))
         return STEP_STOP;
+    if (r->gone.msg[0])
+        return *e = r->gone, STEP_FAIL;
     if (r->sealed_errno)
         return sealed_failed(r, e);
     if (r->timed_out)
@@ -663,6 +730,7 @@ static int read_input(struct reader *r, struct weir_error *e)
                                 .one_stream = p->cfg->channel_trusted};
     if (stream_init(&d, &src, e))
         return STEP_FAIL;
+    p->decoder = &d;
     int rc = STEP_OK;
     if (stream_sniff(&d, c->decode, !c->decode, e))
         rc = decode_failed(r, e);
@@ -691,38 +759,126 @@ static int read_input(struct reader *r, struct weir_error *e)
         rc = pipeline_carve(p, (size_t)c->block, e) || plan_holes(r, e) ? STEP_FAIL
                                                                           : pass_through(r, &d, e);
     }
+    p->decoder = NULL;
     stream_free(&d);
     return rc;
 }
 
-/* Admit the first sender that proves itself (listener.c). */
-static int admit_sender(struct pipeline *p, struct weir_error *e)
+/* The listener's settings for this engine; resume_token: waiting for the
+ * sender of the session under way to come back, for window seconds. */
+static void listener_settings(struct pipeline *p, struct listener_config *cfg,
+                              const unsigned char *resume_token, double window)
 {
     const struct tcp_settings *s = &p->cfg->tcp;
-    struct listener_config cfg = {.raw = s->raw, .plain_too = p->cfg->listen_plain_too,
-                                  .accept_timeout = s->accept_timeout,
-                                  .io_timeout = s->io_timeout,
-                                  .handshake_timeout = LISTENER_HANDSHAKE_SECS,
-                                  .tls = p->tls_server, .epoch_records = p->cfg->epoch_records,
-                                  .channel_fd = p->channel_fd,
-                                  .channel_trusted = p->cfg->channel_trusted,
-                                  .channel_name = p->cfg->channel_name,
-                                  .allow_link_test = p->cfg->allow_link_test};
-    if (s->io_timeout > 0 && s->io_timeout < cfg.handshake_timeout)
-        cfg.handshake_timeout = s->io_timeout;
-    struct transport t;
-    p->channel_fd = -1;   /* the admission's now: it closes it, or it becomes the input */
-    if (listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead,
-                       &p->in_plain, e))
-        return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;
-    /* the connection's bytes, from its admission on, for snapshots */
-    atomic_store(&p->net_in, t.wire_before);
-    t.wire_rx = &p->net_in;
+    *cfg = (struct listener_config){.raw = s->raw, .plain_too = p->cfg->listen_plain_too,
+                                    .accept_timeout = resume_token ? window : s->accept_timeout,
+                                    .io_timeout = s->io_timeout,
+                                    .handshake_timeout = LISTENER_HANDSHAKE_SECS,
+                                    .tls = p->tls_server,
+                                    .epoch_records = p->cfg->epoch_records,
+                                    .channel_fd = resume_token ? -1 : p->channel_fd,
+                                    .channel_trusted = p->cfg->channel_trusted,
+                                    .channel_name = p->cfg->channel_name,
+                                    .allow_link_test = p->cfg->allow_link_test,
+                                    .resume = p->cfg->reconnect > 0,
+                                    .resume_token = resume_token};
+    if (s->io_timeout > 0 && s->io_timeout < cfg->handshake_timeout)
+        cfg->handshake_timeout = s->io_timeout;
+}
+
+/* A new connection became the input (t): from its admission on, its
+ * bytes count for snapshots, and the main thread's records go to it. */
+static void take_connection(struct pipeline *p, struct transport *t)
+{
+    atomic_store(&p->net_in, t->wire_before);
+    t->wire_rx = &p->net_in;
     sync_lock(&p->lock);
-    p->in = t;   /* the main thread reads in.fd only once answer_sender is set */
+    p->in = *t;   /* the main thread reads in.fd only once answer_sender is set */
     session_in_init(&p->back, &p->in);
     sync_unlock(&p->lock);
+}
+
+/* Admit the first sender that proves itself (listener.c).  One that may
+ * resume is told the session's token: a random 128-bit name that only it
+ * (and, without a key, whoever reads the connection) learns. */
+static int admit_sender(struct pipeline *p, struct weir_error *e)
+{
+    struct listener_config cfg;
+    listener_settings(p, &cfg, NULL, 0);
+    struct transport t;
+    struct listener_peer peer;
+    p->channel_fd = -1;   /* the admission's now: it closes it, or it becomes the input */
+    if (listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead, &peer,
+                       e))
+        return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;
+    p->in_plain = peer.plain;
+    take_connection(p, &t);
+    if (!peer.listening)
+        return STEP_OK;
+    if (RAND_bytes(p->token, sizeof p->token) != 1)
+        return error_set(e, WEIR_EXIT_INTERNAL, "%s: no random bytes for the session's name",
+                         p->in.name), STEP_FAIL;
+    if (session_name(&p->back, p->token) != 0)
+        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", p->in.name), STEP_FAIL;
+    sync_lock(&p->lock);
+    p->resumable = true;
+    sync_unlock(&p->lock);
     return STEP_OK;
+}
+
+/* The connection of a session that may resume broke (cause): close it,
+ * keep everything else as it is, and wait up to --reconnect for its sender
+ * on the listening socket, refusing any other (listener.c).  Once it is
+ * back, tell it how much of the stream this end holds: it sends the rest
+ * from there.  0, or -1 (r->gone says why, or the engine is stopping). */
+static int resume_input(struct reader *r, const char *cause)
+{
+    struct pipeline *p = r->p;
+    double window = p->cfg->reconnect, since = clock_now();
+    char name[sizeof p->in.name];
+    snprintf(name, sizeof name, "%s", p->in.name);
+    log_msg(p->log, LOG_WARN, "%s: the connection broke (%s); waiting up to %g s for the "
+            "sender to come back", name, cause, window);
+    struct transport old;
+    sync_lock(&p->lock);
+    old = p->in;
+    transport_none(&p->in);   /* the main thread's keepalives wait for the new one */
+    session_in_init(&p->back, &p->in);
+    p->gap_since = since;
+    sync_unlock(&p->lock);
+    struct weir_error ignored;
+    old.ops->abort(&old);
+    transport_close(&old, false, NULL, &ignored);
+    struct listener_config cfg;
+    listener_settings(p, &cfg, p->token, window);
+    struct transport t;
+    struct listener_peer peer;
+    struct weir_error e;
+    p->nahead = p->ahead_pos = 0;
+    int rc = listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead,
+                            &peer, &e);
+    sync_lock(&p->lock);
+    p->gap_secs += clock_now() - since;
+    p->gap_since = 0;
+    sync_unlock(&p->lock);
+    if (rc != 0) {
+        if (errno == ECANCELED && atomic_load(&p->stop))
+            return -1;
+        error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the sender did not come back within %g s "
+                  "(the connection broke: %s)", name, window, cause);
+        errno = EPIPE;
+        return -1;
+    }
+    take_connection(p, &t);
+    uint64_t held = atomic_load(&p->held);
+    sync_lock(&p->lock);
+    p->reconnections++;
+    session_confirm(&p->back, held);   /* where it resumes; a new socket has room */
+    p->confirmed = held;
+    sync_unlock(&p->lock);
+    log_msg(p->log, LOG_WARN, "%s: the sender is back after %.1f s; resuming at byte %llu of "
+            "the stream", p->in.name, clock_now() - since, (unsigned long long)held);
+    return 0;
 }
 
 /* The input ended or failed: close it (a producer is waited for, so its
@@ -763,6 +919,13 @@ void *reader_main(void *arg)
     free(r.big_in);
     free(r.big_out);
     free(r.scan);
+    sync_lock(&p->lock);
+    bool resumable = p->resumable;
+    p->resumable = false;   /* the stream is over: nothing more to confirm or resume */
+    sync_unlock(&p->lock);
+    if (resumable)
+        tcp_listener_close(&p->listener);
+    OPENSSL_cleanse(p->token, sizeof p->token);
     rc = close_input(p, rc, &e);
     if (rc == STEP_OK && p->encode)
         rc = compress_end(&r);

@@ -89,7 +89,7 @@ void ring_release_locked(struct ring *r)
             continue;
         if (c->seq < min_seq)
             min_seq = c->seq;
-        if (c->counts && c->bytes < min_bytes)
+        if ((c->counts || c->holder) && c->bytes < min_bytes)
             min_bytes = c->bytes;
     }
     r->min_out = min_bytes;
@@ -403,6 +403,10 @@ int ring_next(struct ring *r, struct ring_cursor *c, const unsigned char **src, 
             rc = RING_END;
             break;
         }
+        if (c->broken && *c->broken) {
+            rc = RING_BROKEN;
+            break;
+        }
         wait_for_data_locked(r, c);
     }
     sync_unlock(r->lock);
@@ -487,6 +491,18 @@ bool ring_last_locked(const struct ring *r, const struct ring_cursor *c, size_t 
         return false;
     const struct ring_slot *s = slot_at(r, c->seq);
     return s->sealed && c->off + n == s->len;
+}
+
+void ring_cursor_place_locked(struct ring *r, struct ring_cursor *c, uint64_t seq, size_t off,
+                              uint64_t bytes, uint64_t holes, bool live)
+{
+    c->seq = seq;
+    c->off = off;
+    c->bytes = bytes;
+    c->holes = holes;
+    c->live = live;
+    ring_release_locked(r);
+    sync_broadcast(&r->data_cv);
 }
 
 void ring_drop_locked(struct ring *r, struct ring_cursor *c)

@@ -144,9 +144,10 @@ int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
                   struct weir_error *err)
 {
     unsigned char hello[CODEC_GREETING_SIZE + CODEC_HEADER_SIZE];
-    size_t n = 0;
+    size_t n = 0, greeting = 0;
     if (s->greet && !s->greeted)
-        n += codec_greeting(hello, CODEC_ROLE_SENDER, CODEC_FEATURES);
+        n = greeting = codec_greeting(hello, CODEC_ROLE_SENDER,
+                                      CODEC_FEATURES | (s->resume ? CODEC_FEATURE_RESUME : 0));
     s->version = (s->peer_features & CODEC_FEATURE_HOLES) ? CODEC_VERSION : 1;
     if (s->frame) {
         /* the AEAD tags of sealed records authenticate every stored block,
@@ -167,6 +168,81 @@ int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
         errno = e;
         return -1;
     }
+    s->sent = n - greeting;
+    return 0;
+}
+
+int session_resend_header(struct session_out *s, int timeout_ms, atomic_bool *stop,
+                          struct weir_error *err)
+{
+    unsigned char h[CODEC_HEADER_SIZE];
+    if (s->frame) {
+        codec_header(h, s->block_max, s->unsummed ? CODEC_HEADER_SEALED : 0, s->version);
+        s->chain = codec_chain_start(h);
+    } else {
+        codec_header(h, s->block_max, CODEC_HEADER_COMPRESSED, s->version);
+    }
+    for (size_t off = 0; off < sizeof h;) {
+        struct iovec iov = {h + off, sizeof h - off};
+        ssize_t w = session_writev(s, &iov, 1, timeout_ms, stop);
+        if (w < 0) {
+            int e = errno;
+            if (e != ECANCELED)
+                error_sys(err, s->t->status, e, "%s: write", s->t->name);
+            errno = e;
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+ssize_t session_writev(struct session_out *s, const struct iovec *iov, int cnt,
+                       int timeout_ms, atomic_bool *stop)
+{
+    if (s->skip > 0) {
+        size_t total = 0;
+        for (int i = 0; i < cnt; i++)
+            total += iov[i].iov_len;
+        size_t k = total < s->skip ? total : (size_t)s->skip;
+        s->skip -= k;
+        s->sent += k;
+        return (ssize_t)k;
+    }
+    ssize_t w = s->t->ops->writev(s->t, iov, cnt, timeout_ms, stop);
+    if (w > 0)
+        s->sent += (uint64_t)w;
+    return w;
+}
+
+int session_rejoin(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                   double limit, atomic_bool *stop, uint64_t *at, bool *refused,
+                   struct weir_error *err)
+{
+    *refused = false;
+    unsigned char rec[CODEC_SESSION_SIZE];
+    codec_session(rec, 'R', token);
+    if (transport_write_all(s->t, rec, sizeof rec, (int)(limit * 1000) + 1, stop)) {
+        int e = errno;
+        if (e != ECANCELED)
+            error_sys(err, WEIR_EXIT_NETWORK, e, "%s: write", s->t->name);
+        errno = e;
+        return -1;
+    }
+    unsigned char raw[CODEC_RECORD_MAX];
+    struct codec_record r;
+    size_t got;
+    bool eof;
+    if (session_read_record(s->t, (int)(limit * 1000) + 1, stop, &r, raw, &got, &eof, err))
+        return -1;
+    if (r.type == 'S') {
+        *refused = true;
+        return error_set(err, WEIR_EXIT_NETWORK, "receiver: %s", r.msg);
+    }
+    if (r.type != 'C')
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver "
+                         "when resuming", s->t->name, r.type);
+    *at = r.bytes;
     return 0;
 }
 
@@ -181,7 +257,7 @@ static int write_frame(struct session_out *s, struct iovec *iov, int cnt, int ti
             cnt--;
             continue;
         }
-        ssize_t w = s->t->ops->writev(s->t, iov, cnt, timeout_ms, stop);
+        ssize_t w = session_writev(s, iov, cnt, timeout_ms, stop);
         if (w < 0) {
             memcpy(s->pending, iov, sizeof *iov * (size_t)cnt);
             s->npending = cnt;
@@ -237,7 +313,8 @@ int session_trailer(struct session_out *s, int timeout_ms, atomic_bool *stop)
 {
     unsigned char tr[CODEC_TRAILER_SIZE];
     codec_trailer(tr, s->total, s->seq, s->chain);
-    return transport_write_all(s->t, tr, sizeof tr, timeout_ms, stop);
+    struct iovec iov = {tr, sizeof tr};
+    return write_frame(s, &iov, 1, timeout_ms, stop);
 }
 
 bool session_abort(struct session_out *s, int code, const char *msg, const void *rest,
@@ -274,7 +351,8 @@ int session_greet_keyed(struct session_out *s, int timeout_ms, atomic_bool *stop
                         struct weir_error *err)
 {
     unsigned char g[CODEC_GREETING_SIZE];
-    codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURE_KEY);
+    codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURE_KEY |
+                                         (s->resume ? CODEC_FEATURE_RESUME : 0));
     s->greeted = true;
     if (transport_write_all(s->t, g, sizeof g, timeout_ms, stop)) {
         int e = errno;
@@ -331,6 +409,24 @@ void session_keepalive(struct session_in *s, uint64_t written, enum session_phas
     unsigned char k[CODEC_KEEPALIVE_SIZE];
     size_t n = codec_keepalive(k, written, phase);
     s->len = s->t->sealed ? transport_seal(s->t, k, n, s->out) : (memcpy(s->out, k, n), n);
+    flush_pending(s);
+}
+
+int session_name(struct session_in *s, const unsigned char token[CODEC_TOKEN_SIZE])
+{
+    unsigned char rec[CODEC_SESSION_SIZE];
+    codec_session(rec, 'N', token);
+    atomic_bool never = false;
+    return transport_write_all(s->t, rec, sizeof rec, 10000, &never);
+}
+
+void session_confirm(struct session_in *s, uint64_t held)
+{
+    if (s->t->fd < 0 || !flush_pending(s))
+        return;
+    unsigned char c[CODEC_SESSION_SIZE];
+    size_t n = codec_confirm(c, held);
+    s->len = s->t->sealed ? transport_seal(s->t, c, n, s->out) : (memcpy(s->out, c, n), n);
     flush_pending(s);
 }
 

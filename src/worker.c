@@ -41,7 +41,14 @@ static void seal_one(struct worker *w, struct seal_job *j)
     struct output *o = j->o;
     int i = (int)(o - w->p->out);
     struct weir_error e;
+    if (w->seal_ready[i] && w->seal_gen[i] != o->tx_gen) {
+        /* the output reconnected: its new connection has keys of its own
+         * (the job was queued, under the lock, after they changed) */
+        sealer_free(&w->seal[i]);
+        w->seal_ready[i] = false;
+    }
     if (!w->seal_ready[i]) {
+        w->seal_gen[i] = o->tx_gen;
         if (sealer_init(&w->seal[i], o->tx_dir, o->epoch_records, &e)) {
             j->out_len = 0;
             return;

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <openssl/crypto.h>
 
 #include "pipeline_int.h"
 #include "weir/codec.h"
@@ -46,11 +47,36 @@
 
 #define CONSUMER_PATIENCE 2.0   /* seconds a consumer that closed its input has to exit */
 #define RAW_CONFIRM_SECS 5.0    /* how long a --raw sender waits for its peer to close */
+/* resuming (--reconnect): */
+#define RESUME_MARKS 65536      /* records the receiver may not have confirmed yet */
+#define RESUME_SILENCE_SECS 10.0   /* a receiver that says nothing for this long is cut off
+                                      (it sends keepalives every CODEC_KEEPALIVE_SECS) */
+#define RESUME_BACKOFF_MAX 1.0  /* the longest pause between two attempts to reconnect */
+#define STEP_AGAIN 3            /* writer_loop: the record a resumed connection began with is
+                                   out; the workers may seal the rest again */
+
+/* Whether a failed socket operation (err) broke the connection, which a
+ * resumable session survives. */
+static bool breaks_connection(int err)
+{
+    return err == EPIPE || err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN ||
+           err == ECONNABORTED || err == EHOSTUNREACH || err == ENETUNREACH ||
+           err == ENETDOWN || err == EHOSTDOWN;
+}
 
 static int write_error(struct output *o, struct weir_error *e, const char *what)
 {
     if (errno == ECANCELED)
         return STEP_STOP;
+    if (o->t.is_socket && breaks_connection(errno)) {
+        sync_lock(&o->p->lock);
+        if (!o->broken) {
+            o->broken = true;
+            snprintf(o->broken_why, sizeof o->broken_why, "%s",
+                     errno == ETIMEDOUT ? "no progress" : strerror(errno));
+        }
+        sync_unlock(&o->p->lock);
+    }
     if (errno == ETIMEDOUT)
         error_set(e, o->t.status, "%s: no progress for %g s", o->t.name,
                   o->p->cfg->tcp.io_timeout);
@@ -97,7 +123,7 @@ static ssize_t write_piece(struct output *o, const unsigned char *src, size_t li
         iov[cnt++] = (struct iovec){(void *)(piece + from), len};
         limit -= len;
     }
-    ssize_t w = o->t.ops->writev(&o->t, iov, cnt, tmo, &o->halt);
+    ssize_t w = session_writev(&o->session, iov, cnt, tmo, &o->halt);
     if (w < 0)
         return -1;
     /* where the writer is now: the bytes between spans are stepped over */
@@ -118,6 +144,18 @@ static ssize_t write_piece(struct output *o, const unsigned char *src, size_t li
     *step = at - o->piece_at;
     o->piece_at = at == total ? 0 : at;
     return w;
+}
+
+static int mark(struct output *o, enum mark_kind kind, uint64_t exact);
+
+/* The back channel found the connection broken while this writer waited
+ * for data: a failure the writer reconnects for. */
+static int broke_while_idle(struct output *o, struct weir_error *e)
+{
+    sync_lock(&o->p->lock);
+    error_set(e, WEIR_EXIT_NETWORK, "%s: %s", o->t.name, o->broken_why);
+    sync_unlock(&o->p->lock);
+    return STEP_FAIL;
 }
 
 /* ---- holes ---------------------------------------------------------------- */
@@ -186,7 +224,8 @@ static int write_hole(struct output *o, size_t n, int tmo, size_t *done, struct 
         *done = n;
         return STEP_OK;
     case HOLES_RECORD:
-        if (session_hole(&o->session, o->cur.hole_seq, n, tmo, &o->halt))
+        if (mark(o, MARK_RECORD, 0) ||
+            session_hole(&o->session, o->cur.hole_seq, n, tmo, &o->halt))
             return write_error(o, e, "write");
         *done = n;
         return STEP_OK;
@@ -200,6 +239,15 @@ static int write_hole(struct output *o, size_t n, int tmo, size_t *done, struct 
     size_t chunk = ratelimit_chunk(&o->rl, n < SPARSE_ZEROS_SIZE ? n : SPARSE_ZEROS_SIZE);
     ssize_t w;
     if (o->session.frame) {
+        if (chunk > o->session.block_max)
+            chunk = o->session.block_max;
+        if (o->exact > 0) {
+            if (chunk > o->exact)
+                chunk = (size_t)o->exact;
+            o->exact = 0;
+        }
+        if (mark(o, MARK_RECORD, chunk))
+            return write_error(o, e, "write");
         w = session_frame(&o->session, sparse_zeros(), chunk, tmo, &o->halt);
     } else {
         struct iovec iov = {(void *)sparse_zeros(), chunk};
@@ -224,6 +272,119 @@ static void plan_holes(struct output *o)
         o->holes = transport_skips_holes(&o->t) ? HOLES_SKIP : HOLES_ZEROS;
 }
 
+/* ---- resuming: what the receiver may lack ---------------------------------- */
+
+/* Stop keeping what the receiver has not confirmed: it cannot resume (it
+ * never named the session).  Lock held. */
+static void give_up_resuming_locked(struct output *o)
+{
+    o->may_resume = false;
+    o->marks_count = 0;
+    if (o->hold.live)
+        ring_drop_locked(&o->p->ring, &o->hold);
+}
+
+/* A record of the stream begins here (the writer's cursor, the session's
+ * counts): note it, so that the stream can be sent again from any byte
+ * from here on.  exact: a stored block's data bytes.  Waits while the
+ * receiver has confirmed too little for the notes to hold another. */
+static int mark(struct output *o, enum mark_kind kind, uint64_t exact)
+{
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    while (o->may_resume && o->marks_count == o->marks_cap) {
+        if (!o->resumable) {
+            give_up_resuming_locked(o);
+            break;
+        }
+        if (atomic_load(&o->halt) || o->broken) {
+            sync_unlock(&p->lock);
+            errno = o->broken ? EPIPE : ECANCELED;
+            return -1;
+        }
+        if (!o->told_waiting) {
+            o->told_waiting = true;
+            log_msg(p->log, LOG_INFO, "%s: waiting for the receiver to confirm what it holds",
+                    o->t.name);
+        }
+        sync_wait(&p->ring.data_cv, &p->lock);
+    }
+    if (o->may_resume) {
+        struct resume_mark *m = &o->marks[(o->marks_head + o->marks_count) % o->marks_cap];
+        *m = (struct resume_mark){.at = o->session.sent, .seq = o->cur.seq, .off = o->cur.off,
+                                  .bytes = o->cur.bytes, .holes = o->cur.holes,
+                                  .sseq = o->session.seq, .total = o->session.total,
+                                  .chain = o->session.chain, .exact = exact, .kind = kind};
+        o->marks_count++;
+    }
+    sync_unlock(&p->lock);
+    return 0;
+}
+
+/* The receiver holds the stream's first `held` bytes: the records before
+ * the one that byte is in need not be kept.  Lock held. */
+static void confirmed_locked(struct output *o, uint64_t held)
+{
+    if (!o->may_resume || held <= o->confirmed)
+        return;
+    o->confirmed = held;
+    size_t dropped = 0;
+    while (o->marks_count >= 2 && o->marks[(o->marks_head + 1) % o->marks_cap].at <= held) {
+        o->marks_head = (o->marks_head + 1) % o->marks_cap;
+        o->marks_count--;
+        dropped++;
+    }
+    if (dropped == 0)
+        return;
+    const struct resume_mark *m = &o->marks[o->marks_head];
+    ring_cursor_place_locked(&o->p->ring, &o->hold, m->seq, m->off, m->bytes, m->holes, true);
+}
+
+/* A new connection of the session: the receiver holds the stream's first
+ * `at` bytes.  Put the cursor and the session's counts back where the
+ * record holding that byte began, and skip what the receiver has of it;
+ * what follows is sent as before.  A header resent at once. */
+static int resume_at(struct output *o, uint64_t at, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    uint64_t sent = o->session.sent;
+    size_t found = o->marks_count;
+    for (size_t i = o->marks_count; i-- > 0;)
+        if (o->marks[(o->marks_head + i) % o->marks_cap].at <= at) {
+            found = i;
+            break;
+        }
+    if (at < o->confirmed || at > sent || found == o->marks_count) {
+        uint64_t confirmed = o->confirmed;
+        sync_unlock(&p->lock);
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver asked to resume at byte %llu "
+                         "of the stream, which is not between the %llu it confirmed and the "
+                         "%llu sent", o->t.name, (unsigned long long)at,
+                         (unsigned long long)confirmed, (unsigned long long)sent), STEP_FAIL;
+    }
+    struct resume_mark m = o->marks[(o->marks_head + found) % o->marks_cap];
+    o->marks_count = found;   /* what is sent again is noted again */
+    ring_cursor_place_locked(&p->ring, &o->cur, m.seq, m.off, m.bytes, m.holes, true);
+    sync_unlock(&p->lock);
+    o->session.seq = m.sseq;
+    o->session.total = m.total;
+    o->session.chain = m.chain;
+    o->session.sent = m.at;
+    o->session.skip = at - m.at;
+    o->session.npending = 0;
+    o->piece_at = 0;
+    /* a stored block the receiver has part of is cut as before; one it
+     * lacks whole may be cut anew */
+    o->exact = m.kind == MARK_RECORD && at > m.at ? m.exact : 0;
+    if (m.kind == MARK_HEADER) {
+        if (mark(o, MARK_HEADER, 0) ||
+            session_resend_header(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
+            return errno == ECANCELED ? STEP_STOP : write_error(o, e, "write");
+    }
+    return STEP_OK;
+}
+
 /* ---- the data --------------------------------------------------------------- */
 
 static int writer_loop(struct output *o, struct weir_error *e)
@@ -238,6 +399,8 @@ static int writer_loop(struct output *o, struct weir_error *e)
             return STEP_OK;
         if (r == RING_STOP)
             return STEP_STOP;
+        if (r == RING_BROKEN)
+            return broke_while_idle(o, e);
         if (r == RING_HOLE) {
             size_t done;
             int rc = write_hole(o, n, tmo, &done, e);
@@ -249,6 +412,17 @@ static int writer_loop(struct output *o, struct weir_error *e)
             continue;
         }
         n = ratelimit_chunk(&o->rl, n);
+        if (o->session.frame && n > o->session.block_max)
+            n = o->session.block_max;
+        if (o->exact > 0 && o->session.frame) {
+            /* a resent stored block is cut as it was the first time */
+            if (n > o->exact)
+                n = (size_t)o->exact;
+            o->exact = 0;
+        }
+        if ((o->session.frame || (p->encode && o->piece_at == 0 && o->session.greet)) &&
+            mark(o, MARK_RECORD, o->session.frame ? n : 0))
+            return write_error(o, e, "write");
         if (o->session.compressed && o->session.greet) {
             /* -z: the last bytes carry the trailer; a success answer may
              * come as soon as they are out */
@@ -282,6 +456,9 @@ static int writer_loop(struct output *o, struct weir_error *e)
         sync_unlock(&p->lock);
         if (ratelimit_take(&o->rl, (size_t)w, &o->halt))
             return STEP_STOP;
+        /* a resumed connection's first record is out: the workers take over */
+        if (o->t.sealed && p->nworkers > 0 && o->session.skip == 0 && o->piece_at == 0)
+            return STEP_AGAIN;
     }
 }
 
@@ -369,6 +546,9 @@ static int write_sealed(struct output *o, struct seal_job *j, int tmo, struct we
     if (j->out_len == 0)
         return error_set(e, WEIR_EXIT_INTERNAL, "%s: a record could not be sealed",
                          o->t.name), STEP_FAIL;
+    bool data = o->session.frame && !j->hole;
+    if (mark(o, MARK_RECORD, data ? j->len : 0))
+        return write_error(o, e, "write");
     struct iovec iov = {j->out, j->out_len}, *v = &iov;
     int left = 1;
     size_t sent = 0;
@@ -383,6 +563,7 @@ static int write_sealed(struct output *o, struct seal_job *j, int tmo, struct we
         sent += (size_t)w;
         io_iov_advance(&v, &left, (size_t)w);
     }
+    o->session.sent += data ? CODEC_FRAME_PREFIX + j->len + CODEC_FRAME_SUFFIX : j->len;
     if (o->session.frame && j->hole) {
         o->session.seq++;
         o->session.total += j->hole_len;
@@ -408,7 +589,8 @@ static int sealed_loop(struct output *o, struct weir_error *e)
      * one when it stops): weir_destroy frees them */
     for (int i = 0; i < SEAL_AHEAD; i++) {
         o->ahead[i].o = o;
-        o->ahead[i].out = malloc(SEALED_JOB_MAX);
+        if (!o->ahead[i].out)
+            o->ahead[i].out = malloc(SEALED_JOB_MAX);
         if (!o->ahead[i].out)
             return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
     }
@@ -416,6 +598,8 @@ static int sealed_loop(struct output *o, struct weir_error *e)
     o->tx_dir = transport_sealed_tx(&o->t, &o->epoch_records);
     o->q_seq = o->cur.seq;
     o->q_off = o->cur.off;
+    o->next_frame_seq = o->session.seq;   /* a resumed connection's records go on from here */
+    o->ahead_head = o->ahead_count = 0;
     for (;;) {
         if (atomic_load(&o->halt)) {
             sync_unlock(&p->lock);
@@ -446,6 +630,10 @@ static int sealed_loop(struct output *o, struct weir_error *e)
             sync_unlock(&p->lock);
             return STEP_OK;
         }
+        if (o->broken) {
+            sync_unlock(&p->lock);
+            return broke_while_idle(o, e);
+        }
         ring_wait_locked(&p->ring, &o->cur);
     }
 }
@@ -465,7 +653,12 @@ static int heard(struct output *o, const struct codec_record *r, struct weir_err
     struct pipeline *p = o->p;
     sync_lock(&p->lock);
     o->last_heard = clock_now();
-    if (r->type == 'K') {
+    if (r->type == 'C' && o->resumable) {
+        confirmed_locked(o, r->bytes);
+    } else if (r->type == 'K') {
+        /* a receiver that can resume names the session before anything else */
+        if (o->may_resume && !o->resumable)
+            give_up_resuming_locked(o);
         o->peer_written = r->bytes;
         o->peer_phase = r->phase;
     } else if (r->type == 'S' && r->code == 0 && !o->ended) {
@@ -481,8 +674,9 @@ static int heard(struct output *o, const struct codec_record *r, struct weir_err
         o->status_received = true;
         sync_broadcast(&p->ring.data_cv);
     }
+    bool session_record = r->type == 'C' && o->resumable;
     sync_unlock(&p->lock);
-    if (r->type == 'K')
+    if (r->type == 'K' || session_record)
         return STEP_OK;
     if (r->type != 'S')
         return error_set(e, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver",
@@ -499,20 +693,48 @@ void *backchannel_main(void *arg)
     struct weir_error e;
     thread_unblock_wake();
     int rc;
+    bool lost = false;   /* the connection broke under a session that may resume */
     do {
         unsigned char raw[CODEC_RECORD_MAX];
         struct codec_record r;
         size_t got;
         bool eof;
-        rc = session_read_record(&o->t, -1, &o->halt, &r, raw, &got, &eof, &e) ? STEP_FAIL
-                                                                                : heard(o, &r, &e);
+        sync_lock(&p->lock);
+        bool resumable = o->resumable;
+        sync_unlock(&p->lock);
+        /* a receiver that may resume keeps talking; its silence is a break */
+        int limit = resumable ? (int)(RESUME_SILENCE_SECS * 1000) : -1;
+        if (session_read_record(&o->t, limit, &o->halt, &r, raw, &got, &eof, &e) == 0) {
+            rc = heard(o, &r, &e);
+            continue;
+        }
+        rc = STEP_FAIL;
+        int err = errno;
+        lost = resumable && !atomic_load(&o->halt) &&
+               (eof || (got < 8 && breaks_connection(err)));
+        if (lost) {
+            sync_lock(&p->lock);
+            if (!o->broken) {
+                o->broken = true;
+                if (eof)
+                    snprintf(o->broken_why, sizeof o->broken_why, "the receiver's end closed it");
+                else if (err == ETIMEDOUT)
+                    snprintf(o->broken_why, sizeof o->broken_why, "the receiver said nothing "
+                             "for %g s", RESUME_SILENCE_SECS);
+                else
+                    snprintf(o->broken_why, sizeof o->broken_why, "%s", strerror(err));
+            }
+            sync_unlock(&p->lock);
+        }
     } while (rc == STEP_OK);
     sync_lock(&p->lock);
     bool answered = o->status_received && o->status_code == 0;
     sync_unlock(&p->lock);
     if (rc == STEP_FAIL && atomic_load(&o->halt) && !o->status_received)
         rc = STEP_STOP;   /* this side is stopping anyway */
-    if (rc == STEP_FAIL && !answered) {
+    if (lost) {
+        shutdown(o->t.fd, SHUT_RDWR);   /* wakes the writer, which reconnects */
+    } else if (rc == STEP_FAIL && !answered) {
         output_fail(o, &e);
         shutdown(o->t.fd, SHUT_RDWR);   /* wakes the writer out of send() */
     }
@@ -568,10 +790,13 @@ static int await_answer(struct output *o, struct weir_error *e)
         sync_wait_until(&p->ring.data_cv, &p->lock, &deadline);
     }
     o->awaiting = false;
-    bool received = o->status_received;
+    bool received = o->status_received, broken = o->broken;
     int code = o->status_code;
     uint64_t acked = o->status_bytes, chain = o->status_chain;
     sync_unlock(&p->lock);
+    if (!received && broken)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke before the receiver "
+                         "answered (%s)", o->t.name, o->broken_why), STEP_FAIL;
     if (received && code != 0)
         return error_set(e, map_receiver_status(code), "receiver: %s", o->status_msg),
                STEP_FAIL;
@@ -664,6 +889,54 @@ static int client_handshake(struct output *o, double limit, struct weir_error *e
                              NULL, NULL, 0, e);
 }
 
+/* Both ends may resume: from the stream's first byte on, what the
+ * receiver has not confirmed stays in the buffer (the hold cursor) and
+ * the records' starts are noted; where the receiver was reached is kept,
+ * to reach it there again. */
+static int keep_for_resuming(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    o->peer_len = sizeof o->peer_addr;
+    if (getpeername(o->t.fd, (struct sockaddr *)&o->peer_addr, &o->peer_len) != 0)
+        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: getpeername", o->t.name), STEP_FAIL;
+    if (!o->marks) {
+        o->marks = calloc(RESUME_MARKS, sizeof *o->marks);
+        if (!o->marks)
+            return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
+    }
+    sync_lock(&p->lock);
+    o->marks_cap = RESUME_MARKS;
+    o->marks_head = o->marks_count = 0;
+    o->may_resume = true;
+    ring_cursor_place_locked(&p->ring, &o->hold, o->cur.seq, o->cur.off, o->cur.bytes,
+                             o->cur.holes, true);
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* The receiver's first record after the stream header: the session's
+ * name ('N'), or why it refused the stream ('S'). */
+static int hear_session_name(struct output *o, double limit, struct weir_error *e)
+{
+    unsigned char raw[CODEC_RECORD_MAX];
+    struct codec_record r;
+    size_t got;
+    bool eof;
+    if (session_read_record(&o->t, (int)(limit * 1000) + 1, &o->halt, &r, raw, &got, &eof, e))
+        return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+    if (r.type == 'S' && r.code != 0)
+        return error_set(e, map_receiver_status(r.code), "receiver: %s", r.msg), STEP_FAIL;
+    if (r.type != 'N')
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver "
+                         "(it did not name the session)", o->t.name, r.type), STEP_FAIL;
+    sync_lock(&o->p->lock);
+    memcpy(o->token, r.token, sizeof o->token);
+    o->resumable = true;
+    sync_unlock(&o->p->lock);
+    OPENSSL_cleanse(raw, sizeof raw);
+    return STEP_OK;
+}
+
 /* Connect (for -O), hear the receiver's greeting, begin the stream. */
 static int writer_open(struct output *o, struct weir_error *e)
 {
@@ -685,6 +958,7 @@ static int writer_open(struct output *o, struct weir_error *e)
     uint32_t block_max = p->encode ? p->piece_max : p->wire_block_max;
     session_out_init(&o->session, &o->t, greet, greet && !p->encode,
                      p->encode && o->form == CODEC_FORM_WEIR, block_max);
+    o->session.resume = greet && c->reconnect > 0;
     double limit = LISTENER_HANDSHAKE_SECS;
     if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)
         limit = c->tcp.io_timeout;
@@ -712,14 +986,30 @@ static int writer_open(struct output *o, struct weir_error *e)
             rc = client_handshake(o, limit, e);
         if (rc != STEP_OK)
             return rc;
+        if (rc == STEP_OK && o->session.resume &&
+            (o->session.peer_features & CODEC_FEATURE_RESUME))
+            rc = keep_for_resuming(o, e);
+        if (rc != STEP_OK)
+            return rc;
         sync_lock(&p->lock);
         o->last_heard = clock_now();
         sync_unlock(&p->lock);
+        if (!o->may_resume && start_backchannel(o, e))
+            return STEP_FAIL;
+    }
+    if (mark(o, MARK_HEADER, 0))
+        return write_error(o, e, "write");
+    if (session_begin(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
+        return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+    if (o->may_resume) {
+        /* the receiver names the session as it admits the stream: known
+         * before a byte of data goes, a break can always be resumed */
+        int rc = hear_session_name(o, limit, e);
+        if (rc != STEP_OK)
+            return rc;
         if (start_backchannel(o, e))
             return STEP_FAIL;
     }
-    if (session_begin(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
-        return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
     plan_holes(o);
     if (p->encode && o->form == CODEC_FORM_FRAME) {
         /* the header of the one LZ4 frame; the pieces follow, the end
@@ -736,6 +1026,199 @@ static int writer_open(struct output *o, struct weir_error *e)
     return STEP_OK;
 }
 
+/* ---- reconnecting ------------------------------------------------------------ */
+
+/* Whether the connection broke under a session that may resume. */
+static bool connection_broke(struct output *o)
+{
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    bool broke = o->resumable && o->broken && !o->dead && !o->status_received &&
+                 !atomic_load(&o->halt) && p->cfg->reconnect > 0;
+    sync_unlock(&p->lock);
+    return broke;
+}
+
+/* Let go of the broken connection: its back channel, the records the
+ * workers sealed for it (under its keys, which go with it), the socket. */
+static void let_go(struct output *o)
+{
+    struct pipeline *p = o->p;
+    if (o->has_backchannel) {
+        if (o->t.fd >= 0)
+            shutdown(o->t.fd, SHUT_RDWR);
+        sync_join(o->backchannel);
+        o->has_backchannel = false;
+    }
+    sync_lock(&p->lock);
+    for (;;) {
+        bool sealing = false;
+        for (unsigned i = 0; i < o->ahead_count; i++)
+            sealing |= !o->ahead[(o->ahead_head + i) % SEAL_AHEAD].done;
+        if (!sealing || atomic_load(&p->stop))
+            break;
+        sync_wait(&p->ring.data_cv, &p->lock);
+    }
+    o->ahead_head = o->ahead_count = 0;
+    sync_unlock(&p->lock);
+    struct weir_error ignored;
+    o->t.ops->abort(&o->t);
+    transport_close(&o->t, false, &o->halt, &ignored);
+    transport_none(&o->t);
+}
+
+/* One attempt on a new connection (o->t): the receiver's greeting, ours
+ * (with a key, the handshake), the request to resume the session; *at is
+ * where the receiver stopped.  *refused: the receiver said no, and will
+ * not say yes later. */
+static int rejoin(struct output *o, double limit, uint64_t *at, bool *refused,
+                  struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    *refused = false;
+    o->session.greeted = false;
+    if (session_read_greeting(&o->session, limit, &o->halt, e))
+        return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+    if (!(o->session.peer_features & CODEC_FEATURE_RESUME) || check_keys(o, e) != STEP_OK) {
+        *refused = true;
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: another receiver answers there now",
+                         o->t.name), STEP_FAIL;
+    }
+    int ms = (int)(limit * 1000) + 1;
+    if (p->keyed) {
+        if (session_greet_keyed(&o->session, ms, &o->halt, e))
+            return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+        int rc = client_handshake(o, limit, e);
+        if (rc != STEP_OK)
+            return rc;
+    } else {
+        unsigned char g[CODEC_GREETING_SIZE];
+        codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURE_RESUME);
+        if (transport_write_all(&o->t, g, sizeof g, ms, &o->halt))
+            return errno == ECANCELED ? STEP_STOP
+                   : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", o->t.name), STEP_FAIL);
+    }
+    unsigned char token[CODEC_TOKEN_SIZE];
+    sync_lock(&p->lock);
+    memcpy(token, o->token, sizeof token);
+    sync_unlock(&p->lock);
+    int rc = session_rejoin(&o->session, token, limit, &o->halt, at, refused, e);
+    OPENSSL_cleanse(token, sizeof token);
+    if (rc)
+        return errno == ECANCELED && atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+    return STEP_OK;
+}
+
+/* Sleep up to secs, or until this output must stop. */
+static void pause_for(struct output *o, double secs)
+{
+    struct timespec deadline = clock_deadline(secs);
+    sync_lock(&o->p->lock);
+    while (!atomic_load(&o->halt) && sync_wait_until(&o->p->ring.data_cv, &o->p->lock,
+                                                     &deadline)) {
+    }
+    sync_unlock(&o->p->lock);
+}
+
+/* The connection broke (a reset, a cut, --timeout, the receiver's
+ * silence): connect again to where the receiver was, for up to
+ * --reconnect seconds, and go on from where it stopped.  A refused
+ * connection ends the wait at once: nothing listens there any more, so the
+ * receiver and its session are gone. */
+static int reconnect(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    const struct weir_config *c = p->cfg;
+    char cause[200];
+    sync_lock(&p->lock);
+    snprintf(cause, sizeof cause, "%s", o->broken_why);
+    uint64_t confirmed = o->confirmed;
+    double since = clock_now();
+    o->gap_since = since;
+    o->state = STATS_OUT_CONNECTING;
+    sync_unlock(&p->lock);
+    log_msg(p->log, LOG_WARN, "%s: the connection broke (%s); reconnecting for up to %g s",
+            o->name, cause, c->reconnect);
+    let_go(o);
+    double deadline = since + c->reconnect, backoff = 0.05;
+    char last[WEIR_ERROR_MAX] = "";
+    uint64_t at = 0;
+    int rc = STEP_FAIL;
+    for (;;) {
+        if (atomic_load(&o->halt)) {
+            rc = STEP_STOP;
+            break;
+        }
+        double left = deadline - clock_now();
+        if (left <= 0) {
+            error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and no new one "
+                      "could be made within %g s%s%s; the receiver had confirmed %llu bytes of "
+                      "the stream", o->name, cause, c->reconnect, last[0] ? ": " : "", last,
+                      (unsigned long long)confirmed);
+            break;
+        }
+        double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
+        int fd;
+        if (tcp_connect_addr((struct sockaddr *)&o->peer_addr, o->peer_len, limit,
+                             c->tcp.io_timeout, &o->halt, &fd) != 0) {
+            int err = errno;
+            if (err == ECANCELED) {
+                rc = STEP_STOP;
+                break;
+            }
+            if (err == ECONNREFUSED) {
+                error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                          "receiver refuses a new one: it is gone; it had confirmed %llu bytes "
+                          "of the stream", o->name, cause, (unsigned long long)confirmed);
+                break;
+            }
+            snprintf(last, sizeof last, "connect: %s", strerror(err));
+        } else {
+            transport_tcp(&o->t, fd, o->name);
+            o->t.wire_tx = &o->net;
+            sync_lock(&p->lock);
+            o->tx_gen++;   /* the workers seal for the new connection's keys */
+            sync_unlock(&p->lock);
+            bool refused;
+            struct weir_error why;
+            rc = rejoin(o, limit, &at, &refused, &why);
+            if (rc == STEP_OK)
+                break;
+            struct weir_error ignored;
+            o->t.ops->abort(&o->t);
+            transport_close(&o->t, false, &o->halt, &ignored);
+            transport_none(&o->t);
+            if (rc == STEP_STOP)
+                break;
+            if (refused) {
+                error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                          "session could not resume: %s", o->name, cause, why.msg);
+                break;
+            }
+            snprintf(last, sizeof last, "%s", why.msg);
+        }
+        pause_for(o, backoff);
+        backoff = backoff * 2 > RESUME_BACKOFF_MAX ? RESUME_BACKOFF_MAX : backoff * 2;
+    }
+    sync_lock(&p->lock);
+    o->gap_secs += clock_now() - since;
+    o->gap_since = 0;
+    if (rc == STEP_OK) {
+        o->reconnections++;
+        o->broken = false;
+        o->state = STATS_OUT_WRITING;
+        o->last_heard = clock_now();
+    }
+    sync_unlock(&p->lock);
+    if (rc != STEP_OK)
+        return rc;
+    log_msg(p->log, LOG_WARN, "%s: reconnected after %.1f s; resuming at byte %llu of the "
+            "stream", o->name, clock_now() - since, (unsigned long long)at);
+    if (start_backchannel(o, e))
+        return STEP_FAIL;
+    return resume_at(o, at, e);
+}
+
 /* Finish a complete output: trailer and answer, or the end of a plain
  * connection, or a flush to stable storage. */
 static int writer_end(struct output *o, struct weir_error *e)
@@ -747,7 +1230,8 @@ static int writer_end(struct output *o, struct weir_error *e)
         sync_unlock(&p->lock);
         if (o->t.sealed)
             transport_sealed_last(&o->t);
-        if (session_trailer(&o->session, io_timeout_ms(p, &o->t), &o->halt))
+        if (mark(o, MARK_TRAILER, 0) ||
+            session_trailer(&o->session, io_timeout_ms(p, &o->t), &o->halt))
             return write_error(o, e, "write");
     }
     if (o->session.greet)
@@ -882,10 +1366,19 @@ void *writer_main(void *arg)
     struct weir_error e;
     thread_unblock_wake();
     int rc = writer_open(o, &e);
-    if (rc == STEP_OK)
-        rc = o->t.sealed && p->nworkers > 0 ? sealed_loop(o, &e) : writer_loop(o, &e);
-    if (rc == STEP_OK)
-        rc = writer_end(o, &e);
+    for (bool done = false; rc == STEP_OK && !done;) {
+        do
+            rc = o->t.sealed && p->nworkers > 0 && o->session.skip == 0 ? sealed_loop(o, &e)
+                                                                       : writer_loop(o, &e);
+        while (rc == STEP_AGAIN);
+        if (rc == STEP_OK) {
+            rc = writer_end(o, &e);
+            done = rc == STEP_OK;
+        }
+        /* a session that may resume outlives its connection */
+        if (rc != STEP_OK && connection_broke(o))
+            rc = reconnect(o, &e);
+    }
     /* the first error is this writer's, not what the back channel hears
      * when the connection is shut down below */
     if (rc == STEP_FAIL)

@@ -15,7 +15,8 @@
  *                  'Z' hole (version 2), 'T' trailer, 'S' receiver status,
  *                  'A' sender abort, 'G' greeting and 'K' keepalive
  *                  (connections only), 'L' a link test's control
- *                  (linktest.h)
+ *                  (linktest.h), 'N', 'C' and 'R' a resumable
+ *                  session's token, confirmations and resume request
  *
  * All integers are little-endian.  Each block's checksum is XXH3-64 of its
  * raw data seeded with its sequence number (for a compressed block, folded
@@ -102,9 +103,15 @@
 /* a listener: it serves link tests (to holders of its key, or with
  * --allow-link-test to anyone); older weirs ignore the bit */
 #define CODEC_FEATURE_LINKTEST 0x8u
+/* resumable sessions (--reconnect): a sender that offers it can be told a
+ * session token ('N'), confirmations ('C') follow what arrives, and after a
+ * cut the sender comes back with 'R' and resumes where the receiver
+ * stopped; a receiver offers it while it would wait for such a sender */
+#define CODEC_FEATURE_RESUME 0x10u
 #define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES)   /* every end's */
 #define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | \
-                              CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST)
+                              CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST | \
+                              CODEC_FEATURE_RESUME)
 #define CODEC_KEEPALIVE_SECS 0.5      /* how often a receiver sends 'K' */
 #define CODEC_SILENCE_MIN 2.0         /* a sender's --timeout for the answer, at least */
 
@@ -118,6 +125,11 @@ enum codec_role { CODEC_ROLE_RECEIVER = 'R', CODEC_ROLE_SENDER = 'S', CODEC_ROLE
  * "Link tests"). */
 #define CODEC_LINK_SIZE 64            /* 8 + 48 + checksum */
 #define CODEC_TOKEN_SIZE 16
+/* Resuming (doc/stream-format.md, "Reconnecting"): 'N' from the receiver
+ * names the session (its token); 'C' confirms how many bytes of the stream
+ * the receiver holds; 'R', the first record of a new connection, asks to
+ * resume the session of its token.  Each is CODEC_SESSION_SIZE bytes. */
+#define CODEC_SESSION_SIZE 40         /* 8 + 24 + checksum */
 enum codec_link_op {
     CODEC_LINK_HELLO = 'H',     /* tester: the test it asks for */
     CODEC_LINK_WELCOME = 'W',   /* listener: the test's id (and secret, without a key) */
@@ -166,6 +178,8 @@ struct codec_record {
     char msg[CODEC_STATUS_MAX + 1];
     /* L */
     struct codec_link link;
+    /* N, R: the session's token; C: bytes is what the receiver holds */
+    unsigned char token[CODEC_TOKEN_SIZE];
 };
 
 static inline void codec_put32(unsigned char *p, uint32_t v)
@@ -222,6 +236,14 @@ size_t codec_greeting(unsigned char *dst, enum codec_role role, uint32_t feature
 /* 'K' record: the receiver is alive, its outputs have written bytes, and
  * phase says what it is doing (session.h). */
 size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase);
+
+/* 'N' (the session's token), 'R' (resume the session of token):
+ * CODEC_SESSION_SIZE bytes. */
+size_t codec_session(unsigned char *dst, unsigned char type,
+                     const unsigned char token[CODEC_TOKEN_SIZE]);
+/* 'C': the receiver holds the stream's first bytes bytes (its header
+ * included); CODEC_SESSION_SIZE bytes. */
+size_t codec_confirm(unsigned char *dst, uint64_t bytes);
 
 /* 'L' record: one control message of a link test; CODEC_LINK_SIZE bytes. */
 size_t codec_link(unsigned char *dst, const struct codec_link *l);

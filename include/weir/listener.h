@@ -39,8 +39,8 @@
  * Every refusal is logged with the peer's address (at most ten lines a
  * second; the rest are counted), a peer that may be a weir sender is told
  * why in an 'S' record (a --raw listener writes nothing), and the listener
- * keeps listening.  On success the listening socket and every other waiting
- * connection are closed, *t is the connection (non-blocking, tuned), and
+ * keeps listening.  On success every other waiting connection is closed,
+ * and so is the listening socket unless the session may resume, *t is the connection (non-blocking, tuned), and
  * the bytes read past the greeting (the stream header) are in `ahead` for
  * the stream decoder.  It fails with WEIR_EXIT_NETWORK for --accept-timeout
  * and errors of the listening socket, and with errno ECANCELED once *stop
@@ -81,12 +81,26 @@ struct listener_config {
     bool channel_trusted;
     const char *channel_name;
     bool allow_link_test;      /* --allow-link-test: serve link tests without a key */
+    /* resuming (--reconnect): this receiver offers it in its greeting, and
+     * keeps listening after it admits a sender that offers it too (for
+     * that sender's return); resume_token: the session under way, whose
+     * sender alone is admitted now ('R' with this token after its
+     * greeting, or in its first sealed record), every other is refused */
+    bool resume;
+    const unsigned char *resume_token;
 };
 
-/* *plain: the connection was admitted as plain bytes (plain_too), to be
- * taken as they are, never decoded. */
+/* What listener_admit() learnt of the connection it admitted. */
+struct listener_peer {
+    bool plain;                /* admitted as plain bytes (plain_too), to be taken as they
+                                  are, never decoded */
+    uint32_t features;         /* what its greeting offers (a weir sender's) */
+    bool rejoined;             /* it resumed the session of resume_token */
+    bool listening;            /* the listening socket stays open (resuming is on) */
+};
+
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
                    struct weir_log *log, struct transport *t, unsigned char *ahead,
-                   size_t *nahead, bool *plain, struct weir_error *err);
+                   size_t *nahead, struct listener_peer *peer, struct weir_error *err);
 
 #endif

@@ -64,6 +64,7 @@ struct weir_options {
     double connect_timeout;     /* --connect-timeout, seconds, 0 = one try */
     double accept_timeout;      /* --accept-timeout, seconds, 0 = forever */
     double io_timeout;          /* --timeout, seconds without progress, 0 = off */
+    double reconnect;           /* --reconnect, seconds a broken connection is waited for */
 
     bool raw;                   /* --raw: plain bytes on the wire */
     bool compress;              /* -z, --compress */

@@ -43,7 +43,7 @@
 #include "weir/error.h"
 #include "weir/pool.h"
 
-#define RING_MAX_CURSORS 20
+#define RING_MAX_CURSORS 40   /* each output's, its hold's (resuming), the content's */
 #define RING_MAX_BLOCKS (1u << 18)   /* blocks of a decoding buffer, at most */
 
 #define RING_NO_BLOCK UINT32_MAX
@@ -68,11 +68,15 @@ struct ring_cursor {
     bool live;          /*       holds blocks back (a failed output does not) */
     bool waiting;       /*       in ring_next's wait */
     bool counts;        /* an output: it counts for the fill and the verdict */
+    bool holder;        /* holds blocks for a connection that may resume: it counts
+                           for the fill, not for the verdict */
     atomic_bool *halt;  /* this reader must stop (its output failed, or all stop) */
+    const bool *broken; /* lock; when set, a wait for data ends (RING_BROKEN): its
+                           connection broke and its writer reconnects; NULL: none */
 };
 
 /* ring_next's results */
-enum { RING_DATA = 1, RING_HOLE = 2, RING_END = 0, RING_STOP = -1 };
+enum { RING_DATA = 1, RING_HOLE = 2, RING_END = 0, RING_STOP = -1, RING_BROKEN = -2 };
 
 struct ring {
     pthread_mutex_t *lock;      /* the engine's */
@@ -164,7 +168,8 @@ void ring_finish_locked(struct ring *r);
 /* ---- the cursors ---- */
 /* Wait for data at c: RING_DATA with (*src, *n) to read, RING_HOLE with
  * *src NULL and *n the bytes of the hole left (c->hole_seq its number),
- * RING_END when everything was read, RING_STOP when c->halt is set. */
+ * RING_END when everything was read, RING_STOP when c->halt is set,
+ * RING_BROKEN when c->broken is (before waiting). */
 int ring_next(struct ring *r, struct ring_cursor *c, const unsigned char **src, size_t *n);
 /* The same without waiting (lock held): RING_DATA or RING_HOLE, or
  * RING_END when there is nothing to read now. */
@@ -192,6 +197,11 @@ void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n);
 /* Whether reading n more bytes at c reads the last byte the ring will ever
  * hold (the input ended and this is the end of its last slot). */
 bool ring_last_locked(const struct ring *r, const struct ring_cursor *c, size_t n);
+/* Put c at (seq, off), having read bytes and stepped over holes before it
+ * (a hold moving on as the receiver confirms; a writer sent back to resend);
+ * passed blocks are released.  live: whether it holds blocks from now on. */
+void ring_cursor_place_locked(struct ring *r, struct ring_cursor *c, uint64_t seq, size_t off,
+                              uint64_t bytes, uint64_t holes, bool live);
 /* A cursor that stops holding blocks back (its output failed). */
 void ring_drop_locked(struct ring *r, struct ring_cursor *c);
 /* Release every block that every live cursor has passed. */

@@ -40,6 +40,12 @@ struct session_out {
     uint32_t peer_features;  /* what the receiver's greeting offers */
     bool peer_silent;        /* no greeting: the peer sent nothing at all in time */
     bool tester;             /* a link tester's: no hint at --raw when it is not weir */
+    bool resume;             /* it offers resuming (--reconnect) in its greeting */
+    /* the stream's bytes (from its header on, before any encryption) that
+     * were written: a resumed connection starts from where the receiver
+     * stopped; skip: bytes of the next writes the receiver holds already
+     * (they are counted, not sent) */
+    uint64_t sent, skip;
     /* a frame whose write was interrupted: what is left of it */
     unsigned char prefix[CODEC_FRAME_PREFIX], suffix[CODEC_FRAME_SUFFIX];
     unsigned char hole[CODEC_HOLE_SIZE];
@@ -63,6 +69,21 @@ int session_greet_keyed(struct session_out *s, int timeout_ms, atomic_bool *stop
  * holes, else version 1 (which cannot carry them). */
 int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
                   struct weir_error *err);
+/* A resumed connection (after session_rejoin): the stream header again,
+ * what the receiver lacks of it. */
+int session_resend_header(struct session_out *s, int timeout_ms, atomic_bool *stop,
+                          struct weir_error *err);
+/* Write some of iov as the stream's next bytes (skip first, then the
+ * transport): the bytes it took (counted in sent), or -1 with errno. */
+ssize_t session_writev(struct session_out *s, const struct iovec *iov, int cnt,
+                       int timeout_ms, atomic_bool *stop);
+/* A new connection of a resumable session, once its greeting (and, with a
+ * key, the handshake) is done: ask for the session of token, and read
+ * where the receiver stopped (*at: the stream's bytes it holds), within
+ * limit seconds.  A refusal ('S') sets *refused. */
+int session_rejoin(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                   double limit, atomic_bool *stop, uint64_t *at, bool *refused,
+                   struct weir_error *err);
 /* Send up to n bytes of raw data as one stored block; the bytes sent (at
  * most block_max), or -1 with errno. */
 ssize_t session_frame(struct session_out *s, const unsigned char *src, size_t n,
@@ -124,6 +145,12 @@ struct session_in {
 };
 
 void session_in_init(struct session_in *s, struct transport *t);
+/* A resumable session: the token that names it, once ('N'); then, as the
+ * stream arrives, how much of it this end holds ('C'), without blocking
+ * (a confirmation that cannot go now is left for a later one, which says
+ * more).  0, or -1 with errno. */
+int session_name(struct session_in *s, const unsigned char token[CODEC_TOKEN_SIZE]);
+void session_confirm(struct session_in *s, uint64_t held);
 /* Say this end is alive, what its outputs wrote and what it is doing,
  * without blocking: at most every CODEC_KEEPALIVE_SECS. */
 void session_keepalive(struct session_in *s, uint64_t written, enum session_phase phase,

@@ -87,6 +87,11 @@ struct weir_config {
 
     /* connections */
     struct tcp_settings tcp;
+    /* seconds a connection between two weirs that broke (a reset, a cut,
+     * --timeout, the receiver's silence) is waited for: the sender
+     * reconnects and resumes where the receiver stopped, the receiver keeps
+     * its outputs open and listens for it; 0: a break fails the transfer */
+    double reconnect;
 
     bool force;                  /* an existing regular output file may be overwritten */
     bool stop_on_error;          /* the first failed output stops everything */

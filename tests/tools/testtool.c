@@ -23,6 +23,25 @@
  *                              record the server sends to 0
  *         record 0 0 FILE      relay faithfully, and write the client's
  *                              bytes to FILE too (for replaying them)
+ *   testtool cutproxy TARGET_PORT CUTS EVERY MODE [GAP_SECS] [OPTIONS...]
+ *       listen on 127.0.0.1:0, print "proxy listening on PORT", then accept
+ *       connections until killed, all relayed at once to 127.0.0.1:TARGET_PORT;
+ *       the first CUTS connections whose client sends EVERY bytes (k, M, G:
+ *       binary units) are cut there, after exactly EVERY bytes reached the
+ *       server, printing "cut N at BYTES":
+ *         reset                RST both ways
+ *         cut                  FIN both ways
+ *         silent               nothing more passes, both sides are read and
+ *                              ignored until they close
+ *       after a cut nothing is accepted for GAP_SECS (default 0), then "gap
+ *       over" is printed. OPTIONS:
+ *         --mute-back BYTES    on a connection to be cut, drop what the
+ *                              server sends from EVERY - BYTES to the cut
+ *         --refuse-after N     close the listener at the Nth cut; exit when
+ *                              no connection is left
+ *         --hold SECS          leave each new connection alone for SECS
+ *                              before connecting it to the target
+ *       the target refusing resets the client ("connect to target failed")
  *   testtool crowd PORT N BYTES [SRC]  open N connections to 127.0.0.1:PORT
  *       (from address SRC if given), send BYTES bytes of junk on each, print
  *       "crowd ready", then hold them open until stdin closes
@@ -53,17 +72,23 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
+#ifdef __linux__
+#include <linux/sockios.h>   /* SIOCOUTQ */
+#endif
 
 static void die(const char *what)
 {
@@ -392,6 +417,470 @@ static int cmd_proxy(int argc, char **argv)
     return 0;
 }
 
+static double now_us(void);
+
+/* cutproxy: one poll loop relays every connection without blocking on any
+ * of them; the first CUTS that carry data are cut at EVERY bytes each. */
+enum cutmode { CM_RESET, CM_FIN, CM_SILENT };
+
+enum linkstate {
+    HELD,        /* accepted, left alone until the hold ends */
+    CONNECTING,  /* the connection to the target is under way */
+    RELAYING,
+    FLUSHING,    /* cut: the last bytes before the cut still go to the server */
+    DRAINING,    /* cut: waiting until the server acknowledged all of them */
+    BLACKHOLE,   /* silent cut: both sides read and ignored until they close */
+    GONE
+};
+
+struct flow {                   /* one direction of a connection */
+    unsigned char buf[1 << 16];
+    size_t off, len;            /* read from the source, not written yet */
+    int ended;                  /* the source ended (or failed) */
+    int done;                   /* nothing more goes this way */
+};
+
+struct link {                   /* one client's connection and its server's */
+    enum linkstate state;
+    int fd[2];                  /* the client, the server; -1 when closed */
+    int slot[2];                /* their places in the poll set, -1 if none */
+    double until;               /* held: when the hold ends (microseconds) */
+    unsigned long long up;      /* client-to-server bytes taken */
+    struct flow flow[2];        /* flow d goes from fd[d] to fd[!d] */
+    struct link *next;
+};
+
+struct cutproxy {
+    int target, lfd;
+    int cuts, made, refuse;     /* cuts to make, cuts made, --refuse-after */
+    enum cutmode mode;
+    unsigned long long every, mute;
+    int muting;                 /* --mute-back was given */
+    double gap, hold;           /* seconds */
+    double gap_end, retry;      /* microseconds: the gap's end, the next accept */
+    int in_gap;
+    struct link *links;
+};
+
+/* A byte count with an optional k, M or G suffix (binary units). */
+static int parse_size(const char *s, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || *s == '-')
+        return -1;
+    int shift = 0;
+    if (*end == 'k' || *end == 'K')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    if (shift)
+        end++;
+    if (*end || v > ULLONG_MAX >> shift)
+        return -1;
+    *out = v << shift;
+    return 0;
+}
+
+static void set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        die("fcntl");
+}
+
+/* 1 when the peer has acknowledged everything written to fd. */
+static int delivered(int fd)
+{
+#ifdef SIOCOUTQ
+    int queued = 0;
+    return ioctl(fd, SIOCOUTQ, &queued) < 0 || queued == 0;
+#else
+    (void)fd;
+    return 1;
+#endif
+}
+
+static void end_link(struct link *c, int reset)
+{
+    for (int d = 0; d < 2; d++) {
+        if (c->fd[d] >= 0 && reset)
+            hard_close(c->fd[d]);
+        else if (c->fd[d] >= 0)
+            close(c->fd[d]);
+        c->fd[d] = -1;
+    }
+    c->state = GONE;
+}
+
+/* The target could not be reached: the client is reset, the rest go on. */
+static void give_up(struct link *c)
+{
+    fprintf(stderr, "connect to target failed\n");
+    end_link(c, 1);
+}
+
+/* Start connecting to the target without waiting for it. */
+static void dial(struct cutproxy *p, struct link *c)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->target),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    c->fd[1] = socket(AF_INET, SOCK_STREAM, 0);
+    if (c->fd[1] < 0) {
+        give_up(c);
+        return;
+    }
+    set_nonblock(c->fd[1]);
+    if (connect(c->fd[1], (struct sockaddr *)&sa, sizeof sa) == 0)
+        c->state = RELAYING;
+    else if (errno == EINPROGRESS || errno == EINTR)
+        c->state = CONNECTING;
+    else
+        give_up(c);
+}
+
+/* The connection under way has finished: relay on it, or give it up. */
+static void connected(struct link *c)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(c->fd[1], SOL_SOCKET, SO_ERROR, &err, &len) || err)
+        give_up(c);
+    else
+        c->state = RELAYING;
+}
+
+static void admit(struct cutproxy *p)
+{
+    int fd = accept(p->lfd, NULL, NULL);
+    if (fd < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+            errno != ECONNABORTED) {
+            fprintf(stderr, "testtool: accept: %s\n", strerror(errno));
+            p->retry = now_us() + 1e5;   /* out of descriptors, say: wait a little */
+        }
+        return;
+    }
+    struct link *c = calloc(1, sizeof *c);
+    if (!c) {
+        hard_close(fd);
+        return;
+    }
+    set_nonblock(fd);
+    c->fd[0] = fd;
+    c->fd[1] = -1;
+    c->slot[0] = c->slot[1] = -1;
+    c->state = HELD;
+    c->until = now_us() + p->hold * 1e6;
+    c->next = p->links;
+    p->links = c;
+    if (p->hold <= 0)
+        dial(p, c);
+}
+
+/* --mute-back: the server's bytes are thrown away on a connection still to
+ * be cut once the client sent EVERY - BYTES. */
+static int muted(const struct cutproxy *p, const struct link *c)
+{
+    return p->muting && p->made < p->cuts && !c->flow[0].ended && c->up <= p->every &&
+           c->up + p->mute >= p->every;
+}
+
+/* Cut c at EVERY: the client's bytes beyond it and the server's bytes not
+ * yet passed on are lost; the gap, or the refusal, starts now. */
+static void cut_link(struct cutproxy *p, struct link *c)
+{
+    p->made++;
+    printf("cut %d at %llu\n", p->made, c->up);
+    fflush(stdout);
+    c->flow[1].len = 0;
+    c->flow[1].off = 0;
+    c->state = FLUSHING;
+    if (p->refuse > 0 && p->made == p->refuse && p->lfd >= 0) {
+        close(p->lfd);
+        p->lfd = -1;
+        p->in_gap = 0;
+    } else if (p->gap > 0 && p->lfd >= 0) {
+        p->gap_end = now_us() + p->gap * 1e6;
+        p->in_gap = 1;
+    }
+}
+
+/* n bytes were read into flow d; the one that reaches EVERY cuts. */
+static void take(struct cutproxy *p, struct link *c, int d, size_t n)
+{
+    struct flow *f = &c->flow[d];
+    if (d == 1 && muted(p, c))
+        return;
+    f->off = 0;
+    f->len = n;
+    if (d == 1)
+        return;
+    if (p->made < p->cuts && c->up <= p->every && c->up + n >= p->every) {
+        f->len = (size_t)(p->every - c->up);
+        c->up = p->every;
+        cut_link(p, c);
+        return;
+    }
+    c->up += n;
+}
+
+/* Write what f holds to fd without blocking: 0 when it all went or the
+ * socket is full for now, -1 when writing failed. */
+static int put(struct flow *f, int fd)
+{
+    while (f->len > 0) {
+        ssize_t w = write(fd, f->buf + f->off, f->len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (w <= 0)
+            return -1;
+        f->off += (size_t)w;
+        f->len -= (size_t)w;
+    }
+    f->off = 0;
+    return 0;
+}
+
+/* 1 when a read's result says the source ended or failed. */
+static int read_ended(ssize_t n)
+{
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Move what flow d can: read its source when nothing waits to be written,
+ * write what does; once the source ended and all went, shut down writing
+ * to the other side, so that a half-close passes through. */
+static void pump(struct cutproxy *p, struct link *c, int d)
+{
+    struct flow *f = &c->flow[d];
+    if (f->len == 0 && !f->ended && !f->done) {
+        ssize_t n = read(c->fd[d], f->buf, sizeof f->buf);
+        if (read_ended(n))
+            f->ended = 1;
+        else if (n > 0)
+            take(p, c, d, (size_t)n);
+        if (c->state != RELAYING)
+            return;
+    }
+    if (f->len > 0 && put(f, c->fd[!d]) < 0) {
+        f->len = f->off = 0;
+        f->done = 1;
+    }
+    if (f->ended && f->len == 0 && !f->done) {
+        shutdown(c->fd[!d], SHUT_WR);
+        f->done = 1;
+    }
+}
+
+/* After a cut: what either side sends is read and thrown away; the last
+ * bytes before the cut go to the server, then the mode ends the connection. */
+static void after_cut(struct cutproxy *p, struct link *c)
+{
+    static unsigned char sink[1 << 16];
+    for (int d = 0; d < 2; d++)
+        if (c->fd[d] >= 0 && !c->flow[d].ended && read_ended(read(c->fd[d], sink, sizeof sink)))
+            c->flow[d].ended = 1;
+    if (c->state == FLUSHING) {
+        struct flow *f = &c->flow[0];
+        if (put(f, c->fd[1]) < 0)
+            f->len = f->off = 0;
+        if (f->len > 0)
+            return;
+        if (p->mode == CM_SILENT) {
+            c->state = BLACKHOLE;
+        } else {
+            if (p->mode == CM_FIN) {
+                shutdown(c->fd[1], SHUT_WR);
+                shutdown(c->fd[0], SHUT_WR);
+            }
+            c->state = DRAINING;
+        }
+    }
+    if (c->state == BLACKHOLE) {
+        /* a side is closed when its peer closes it */
+        for (int d = 0; d < 2; d++)
+            if (c->fd[d] >= 0 && c->flow[d].ended) {
+                close(c->fd[d]);
+                c->fd[d] = -1;
+            }
+        if (c->fd[0] < 0 && c->fd[1] < 0)
+            c->state = GONE;
+    }
+}
+
+/* Draining: once the server has all the bytes, close (reset or FIN). */
+static void settle(struct cutproxy *p, struct link *c)
+{
+    if (delivered(c->fd[1]))
+        end_link(c, p->mode == CM_RESET);
+}
+
+static void serve(struct cutproxy *p, struct link *c)
+{
+    if (c->state == CONNECTING) {
+        connected(c);
+        return;
+    }
+    if (c->state == RELAYING) {
+        pump(p, c, 0);
+        if (c->state == RELAYING)
+            pump(p, c, 1);
+        if (c->state == RELAYING && c->flow[0].done && c->flow[1].done)
+            end_link(c, 0);
+    }
+    if (c->state == FLUSHING || c->state == DRAINING || c->state == BLACKHOLE)
+        after_cut(p, c);
+}
+
+/* What to wait for on a connection's two sockets. */
+static void wants(const struct link *c, short ev[2])
+{
+    ev[0] = ev[1] = 0;
+    if (c->state == CONNECTING)
+        ev[1] = POLLOUT;
+    if (c->state == RELAYING)
+        for (int d = 0; d < 2; d++) {
+            const struct flow *f = &c->flow[d];
+            if (f->len == 0 && !f->ended && !f->done)
+                ev[d] |= POLLIN;
+            if (f->len > 0)
+                ev[!d] |= POLLOUT;
+        }
+    if (c->state == FLUSHING && c->flow[0].len > 0)
+        ev[1] |= POLLOUT;
+    if (c->state == FLUSHING || c->state == DRAINING || c->state == BLACKHOLE)
+        for (int d = 0; d < 2; d++)
+            if (c->fd[d] >= 0 && !c->flow[d].ended)
+                ev[d] |= POLLIN;
+}
+
+static void sooner(double *wait, double us)
+{
+    if (us < 0)
+        us = 0;
+    if (*wait < 0 || us < *wait)
+        *wait = us;
+}
+
+static int cmd_cutproxy(int argc, char **argv)
+{
+    static const char *modes[] = {"reset", "cut", "silent"};
+    struct cutproxy p = {.target = atoi(argv[2]), .cuts = atoi(argv[3]), .lfd = -1};
+    int m = -1;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(argv[5], modes[i]) == 0)
+            m = i;
+    if (p.target <= 0 || p.cuts < 0 || parse_size(argv[4], &p.every) || m < 0) {
+        fprintf(stderr, "testtool: cutproxy TARGET_PORT CUTS EVERY reset|cut|silent "
+                        "[GAP_SECS] [--mute-back BYTES] [--refuse-after N] [--hold SECS]\n");
+        return 1;
+    }
+    p.mode = (enum cutmode)m;
+    int i = 6;
+    if (argc > 6 && strncmp(argv[6], "--", 2) != 0)
+        p.gap = atof(argv[i++]);
+    for (; i < argc; i += 2) {
+        int bad = i + 1 >= argc;
+        if (!bad && strcmp(argv[i], "--mute-back") == 0) {
+            bad = parse_size(argv[i + 1], &p.mute);
+            p.muting = 1;
+        } else if (!bad && strcmp(argv[i], "--refuse-after") == 0)
+            p.refuse = atoi(argv[i + 1]);
+        else if (!bad && strcmp(argv[i], "--hold") == 0)
+            p.hold = atof(argv[i + 1]);
+        else
+            bad = 1;
+        if (bad) {
+            fprintf(stderr, "testtool: cutproxy: bad option %s\n", argv[i]);
+            return 1;
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);   /* a peer gone is a failed write, not the end */
+    int port;
+    p.lfd = listen_any(&port);
+    set_nonblock(p.lfd);
+    printf("proxy listening on %d\n", port);
+    fflush(stdout);
+    struct pollfd *pfd = NULL;
+    size_t cap = 0;
+    for (;;) {
+        double t = now_us(), wait = -1;
+        if (p.in_gap && t >= p.gap_end) {
+            p.in_gap = 0;
+            printf("gap over\n");
+            fflush(stdout);
+        }
+        /* timers first, then the connections that ended leave */
+        size_t n = 0;
+        for (struct link **lp = &p.links; *lp;) {
+            struct link *c = *lp;
+            if (c->state == HELD && t >= c->until)
+                dial(&p, c);
+            if (c->state == DRAINING)
+                settle(&p, c);
+            if (c->state == GONE) {
+                *lp = c->next;
+                free(c);
+                continue;
+            }
+            n++;
+            lp = &c->next;
+        }
+        if (p.lfd < 0 && !p.links)
+            break;
+        if (cap < 1 + 2 * n) {
+            cap = 2 * (1 + 2 * n);
+            pfd = realloc(pfd, cap * sizeof *pfd);
+            if (!pfd)
+                die("realloc");
+        }
+        nfds_t k = 0;
+        int listening = p.lfd >= 0 && !p.in_gap && t >= p.retry;
+        if (listening)
+            pfd[k++] = (struct pollfd){p.lfd, POLLIN, 0};
+        else if (p.in_gap)
+            sooner(&wait, p.gap_end - t);
+        else if (p.lfd >= 0)
+            sooner(&wait, p.retry - t);
+        for (struct link *c = p.links; c; c = c->next) {
+            short ev[2];
+            wants(c, ev);
+            for (int d = 0; d < 2; d++) {
+                c->slot[d] = -1;
+                if (ev[d]) {
+                    c->slot[d] = (int)k;
+                    pfd[k++] = (struct pollfd){c->fd[d], ev[d], 0};
+                }
+            }
+            if (c->state == HELD)
+                sooner(&wait, c->until - t);
+            if (c->state == DRAINING)
+                sooner(&wait, 10000);   /* the acknowledgement has no event */
+        }
+        int ms = wait < 0 ? -1 : wait > 3.6e9 ? 3600000 : (int)(wait / 1000) + 1;
+        if (poll(pfd, k, ms) < 0) {
+            if (errno == EINTR)
+                continue;
+            die("poll");
+        }
+        for (struct link *c = p.links; c; c = c->next)
+            if ((c->slot[0] >= 0 && pfd[c->slot[0]].revents) ||
+                (c->slot[1] >= 0 && pfd[c->slot[1]].revents))
+                serve(&p, c);
+        /* a cut just made may have started a gap or closed the listener */
+        if (listening && p.lfd >= 0 && !p.in_gap && pfd[0].revents)
+            admit(&p);
+    }
+    free(pfd);
+    return 0;
+}
+
 static int cmd_slowread(double rate)
 {
     static unsigned char buf[4096];
@@ -670,9 +1159,13 @@ int main(int argc, char **argv)
         return cmd_waitlisten(atoi(argv[2]), atof(argv[3]));
     if (argc >= 4 && strcmp(argv[1], "proxy") == 0)
         return cmd_proxy(argc, argv);
+    if (argc >= 6 && strcmp(argv[1], "cutproxy") == 0)
+        return cmd_cutproxy(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "slowread") == 0)
         return cmd_slowread(atof(argv[2]));
     fprintf(stderr, "usage: testtool freeport | waitlisten PORT SECS | "
-                    "proxy TARGET MODE AT [SECS] | slowread RATE\n");
+                    "proxy TARGET MODE AT [SECS] | "
+                    "cutproxy TARGET CUTS EVERY reset|cut|silent [GAP] [--mute-back BYTES] "
+                    "[--refuse-after N] [--hold SECS] | slowread RATE\n");
     return 2;
 }
