@@ -385,7 +385,8 @@ static int judge_first(struct admission *a, struct pending *c, const unsigned ch
     struct codec_record r;
     char why[96];
     if (codec_parse_record(rec, len, &r, why, sizeof why) || (r.type != 'H' && r.type != 'R')) {
-        drop(a, c, "refused connection from %s: %s", "no weir stream header after its greeting");
+        drop(a, c, "refused connection from %s: %s",
+             rec[8] == 'H' || rec[8] == 'R' ? why : "no weir stream header after its greeting");
         return -1;
     }
     const unsigned char *token = a->cfg->resume_token;

@@ -884,6 +884,9 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->input_size = p->input_size;
     s->failed = p->failed;
     s->failure = p->failed ? p->first.msg : NULL;
+    s->reconnections = p->reconnections;
+    s->gap_secs = p->gap_secs + (p->gap_since > 0 ? now - p->gap_since : 0);
+    s->reconnecting = p->gap_since > 0;
     s->noutputs = p->nout;
     for (int i = 0; i < p->nout; i++) {
         const struct output *o = &p->out[i];
@@ -894,7 +897,11 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
         so->holes = o->cur.holes;
         so->net_bytes = atomic_load(&o->net);
         so->state = output_state_locked(o);
+        so->reconnections = o->reconnections;
         s->net_bytes += so->net_bytes;
+        s->reconnections += o->reconnections;
+        s->gap_secs += o->gap_secs + (o->gap_since > 0 ? now - o->gap_since : 0);
+        s->reconnecting |= o->gap_since > 0;
     }
     s->phase = phase_locked(p, s);
     sync_unlock(&p->lock);

@@ -438,6 +438,7 @@ static void add_outputs(struct line *l, const struct stats_snapshot *s)
         add_u64(l, "bytes", o->bytes);
         add_u64(l, "wire", o->net_bytes);
         add_u64(l, "holes", o->holes);
+        add_u64(l, "reconnections", o->reconnections);
         add(l, ",\"state\":");
         add_string(l, stats_output_state_name(o->state));
         add(l, "}");
@@ -462,6 +463,9 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
     add_u64(l, "data", s->data_bytes);
     add_u64(l, "holes", s->hole_bytes);
     add_u64(l, "wire", s->net_bytes);
+    add_u64(l, "reconnections", s->reconnections);
+    add(l, ",\"reconnecting\":%s,\"gap_seconds\":%.3f", s->reconnecting ? "true" : "false",
+        s->gap_secs);
     if (s->transform)
         add_u64(l, "encoded", s->wire_bytes);
     else

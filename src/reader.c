@@ -50,6 +50,8 @@
 /* resuming: the stream is confirmed to the sender at least every this many
  * bytes, and whenever the connection has nothing more to read for now */
 #define CONFIRM_BYTES (256u << 10)
+/* and a connection silent this long while another knocks is taken for dead */
+#define RESUME_SILENCE_SECS 10.0
 
 struct reader {
     struct pipeline *p;
@@ -110,6 +112,38 @@ static void confirm(struct pipeline *p, uint64_t held)
     sync_unlock(&p->lock);
 }
 
+/* Read the input.  While a session may resume, a connection that says
+ * nothing for RESUME_SILENCE_SECS while a new one waits on the listening
+ * socket is taken for broken (*silent): its sender found it dead and came
+ * back.  (A stranger knocking at such a time only makes a live sender
+ * reconnect.)  Its reads wait a second at a time, which keeps the state of
+ * a record under way. */
+static ssize_t read_watching(struct reader *r, void *buf, size_t n, bool *silent)
+{
+    struct pipeline *p = r->p;
+    sync_lock(&p->lock);
+    bool watch = p->resumable && p->listener.fd >= 0;
+    sync_unlock(&p->lock);
+    if (!watch)
+        return p->in.ops->read(&p->in, buf, n, r->timeout_ms, &p->stop);
+    double since = clock_now();
+    for (;;) {
+        int slice = r->timeout_ms < 0 || r->timeout_ms > 1000 ? 1000 : r->timeout_ms;
+        ssize_t got = p->in.ops->read(&p->in, buf, n, slice, &p->stop);
+        if (got >= 0 || errno != ETIMEDOUT)
+            return got;
+        double quiet = clock_now() - since;
+        if (r->timeout_ms >= 0 && quiet * 1000 >= r->timeout_ms)
+            return -1;   /* --timeout: ETIMEDOUT */
+        struct pollfd knock = {.fd = p->listener.fd, .events = POLLIN};
+        if (quiet >= RESUME_SILENCE_SECS && poll(&knock, 1, 0) > 0) {
+            *silent = true;
+            errno = ETIMEDOUT;
+            return -1;
+        }
+    }
+}
+
 /* The stream_source behind every read of the input. */
 static ssize_t source_read(void *ctx, void *buf, size_t n)
 {
@@ -128,10 +162,14 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
         if (n > READ_MAX)
             n = READ_MAX;
         n = ratelimit_chunk(&p->read_rl, n);
-        ssize_t got = p->in.ops->read(&p->in, buf, n, r->timeout_ms, &p->stop);
+        bool silent = false;
+        ssize_t got = read_watching(r, buf, n, &silent);
         if (got <= 0 && broken_session(r, got, errno)) {
             char cause[120];
-            if (got == 0)
+            if (silent)
+                snprintf(cause, sizeof cause, "it said nothing for %g s, and a new connection "
+                         "is waiting", RESUME_SILENCE_SECS);
+            else if (got == 0)
                 snprintf(cause, sizeof cause, "the sender's end closed it");
             else if (errno == ETIMEDOUT)
                 snprintf(cause, sizeof cause, "no progress for %g s", p->cfg->tcp.io_timeout);

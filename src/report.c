@@ -90,6 +90,13 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
         return;
     if (now->transform && now->wire_bytes && now->data_bytes > now->hole_bytes)
         n += snprintf(buf + n, len - (size_t)n, "  ratio %.2f", ratio(now));
+    if ((now->reconnecting || now->reconnections) && (size_t)n < len) {
+        n += snprintf(buf + n, len - (size_t)n, "  %s%u reconnection%s",
+                      now->reconnecting ? "RECONNECTING, " : "", now->reconnections,
+                      now->reconnections == 1 ? "" : "s");
+        if ((size_t)n >= len)
+            return;
+    }
     if (now->waiting && (size_t)n < len) {
         char w[32] = "";
         if (now->peer_written)
@@ -196,6 +203,13 @@ void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, siz
                      total, s->hole_bytes ? "," : "", el, rate);
     if (n < 0 || (size_t)n >= len)
         return;
+    if (s->reconnections || s->reconnecting) {
+        n += snprintf(buf + n, len - (size_t)n, "; %u reconnection%s, %.1f s without a "
+                      "connection", s->reconnections, s->reconnections == 1 ? "" : "s",
+                      s->gap_secs);
+        if (n < 0 || (size_t)n >= len)
+            return;
+    }
     if (s->transform && s->wire_bytes) {
         char wire[32], wrate[32];
         stats_bytes(s->wire_bytes, wire, sizeof wire);

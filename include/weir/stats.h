@@ -55,6 +55,7 @@ struct stats_output {
     uint64_t bytes;        /* bytes of the buffer it has written */
     uint64_t holes;        /* hole bytes it has passed (seeked over or written as zeros) */
     uint64_t net_bytes;    /* a connection: bytes it sent on it, at the socket */
+    unsigned reconnections;   /* a connection: how often it was made again (--reconnect) */
     enum stats_output_state state;
 };
 
@@ -80,6 +81,12 @@ struct stats_snapshot {
     uint64_t net_bytes;    /* crossed the connections (-I read, -O sent) */
     uint64_t input_size;   /* a regular-file input's size when opened, or 0 */
     enum stats_phase phase;
+    /* --reconnect: connections made again after a break, at either end of
+     * this engine, and the time spent without one (a gap under way
+     * included); reconnecting: a gap is under way */
+    unsigned reconnections;
+    double gap_secs;
+    bool reconnecting;
     bool failed;           /* the first error is in (the transfer cannot succeed) */
     const char *failure;   /* its message when failed, else NULL */
     int noutputs;

@@ -102,8 +102,10 @@ for z in "" -z; do
     "$TESTTOOL" proxy "$LPORT" gather "$hello_end" 60000 >"$TMP/proxy" &
     PIDS+=($!)
     wait_for "$TMP/proxy" "proxy listening on" 10
+    # (--reconnect 0: a sender that may resume waits for the session's name
+    # after the header, and the proxy would hold the header back for ever)
     expect 0 "handshake end and records in one read $z" "$WEIR" -q $z --key-file "$KEY" \
-        -i "$TMP/in" -O "127.0.0.1:$(grep -o '[0-9]*$' "$TMP/proxy")"
+        --reconnect 0 -i "$TMP/in" -O "127.0.0.1:$(grep -o '[0-9]*$' "$TMP/proxy")"
     wait_bounded "$LPID" 20
     [ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "records after the handshake $z: receiver exit $STATUS"; }
     same "$TMP/in" "$TMP/cons" "records read with the handshake's end arrive whole $z"

@@ -113,7 +113,7 @@ expect 0 "copy with --progress=json=3" bash -c \
     '"$0" -i "$1" -o "$2" --progress=json=3 3>"$3"' "$WEIR" in out p1.jsonl
 same in out "the copy is whole"
 jcheck "copy" p1.jsonl 0 plain 'end["data"] == end["in"] == end["out"] == 3145728' \
-    'end["outputs"] == [{"name": "output out", "kind": "file", "bytes": 3145728, "wire": 0, "holes": 0, "state": "done"}]' \
+    'end["outputs"] == [{"name": "output out", "kind": "file", "bytes": 3145728, "wire": 0, "holes": 0, "reconnections": 0, "state": "done"}]' \
     'end["size"] == 3145728 and end["percent"] == 100 and end["eta"] == 0' \
     'end["wire"] == 0 and end["encoded"] is None' 'lines[0]["eta"] is None'
 summary_agrees "copy" p1.jsonl "$TMP/err"

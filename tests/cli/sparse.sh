@@ -206,7 +206,7 @@ weir_stream "$TMP/straddle" "$TMP/wsz" -z -s 64k
 expect 0 "weir -d of a -z stream with holes" "$WEIR" -d -i "$TMP/wsz" -o "$TMP/wsz.out"
 alike "$TMP/straddle" "$TMP/wsz.out" "weir -d of a -z stream with holes"
 # a connection cut right after the first hole record
-listen /dev/null "$TMP/l.err" -f -o "$TMP/cutc"
+listen /dev/null "$TMP/l.err" --reconnect 0 -f -o "$TMP/cutc"
 "$TESTTOOL" proxy "$LPORT" cut $((32 + z + 40)) >"$TMP/proxy" &
 PIDS+=($!)
 wait_for "$TMP/proxy" "proxy listening on" 10

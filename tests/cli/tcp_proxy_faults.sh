@@ -1,6 +1,8 @@
 #!/bin/bash
 # Purpose: faults injected between sender and receiver by the test proxy (cut,
 # reset, stall, flipped byte, dropped, duplicated and swapped blocks) are caught.
+# The receivers run with --reconnect 0: a break then fails the transfer, as it
+# does with a peer that cannot resume (tests/cli/reconnect.sh resumes).
 . "$(dirname "$0")/lib.sh"
 gen "$TMP/in" 2000000 mixed
 
@@ -9,7 +11,7 @@ gen "$TMP/in" 2000000 mixed
 run_fault() {
     local mode=$1 at=$2 secs=$3
     shift 3
-    listen "$TMP/out" "$TMP/lerr" -q "$@"
+    listen "$TMP/out" "$TMP/lerr" -q --reconnect 0 "$@"
     rm -f "$TMP/proxy"   # never read the previous proxy's port
     "$TESTTOOL" proxy "$LPORT" "$mode" "$at" "$secs" >"$TMP/proxy" &
     PIDS+=($!)

@@ -6,16 +6,21 @@
 # them their own process group and the default disposition.
 set -m
 
-# 1. sender killed with SIGKILL mid-stream: the receiver must fail
-listen "$TMP/out" "$TMP/lerr" -q
-( while :; do head -c 65536 /dev/urandom || break; sleep 0.01; done ) \
-    | "$WEIR" -q -O "127.0.0.1:$LPORT" 2>/dev/null &
-spid=$!
-PIDS+=("$spid")
-wait_size "$TMP/out" 200000 10
-kill -0 "$LPID" 2>/dev/null || fail "receiver ended early"
-pkill -9 -P $$ -f "$WEIR -q -O 127.0.0.1:$LPORT" || kill -9 "$spid"
-wait_bounded "$LPID" 10
+# 1. sender killed with SIGKILL mid-stream: the receiver must fail.  Without
+# resuming (--reconnect 0) it fails at once; with it, it waits --reconnect
+# for the sender to come back, then fails saying so (it never comes: it is dead)
+kill_sender() {   # kill_sender RECEIVER-OPTIONS...
+    listen "$TMP/out" "$TMP/lerr" -q "$@"
+    ( while :; do head -c 65536 /dev/urandom || break; sleep 0.01; done ) \
+        | "$WEIR" -q -O "127.0.0.1:$LPORT" 2>/dev/null &
+    spid=$!
+    PIDS+=("$spid")
+    wait_size "$TMP/out" 200000 10
+    kill -0 "$LPID" 2>/dev/null || fail "receiver ended early"
+    pkill -9 -P $$ -f "$WEIR -q -O 127.0.0.1:$LPORT" || kill -9 "$spid"
+    wait_bounded "$LPID" 10
+}
+kill_sender --reconnect 0
 # the kernel closes a killed sender's socket with a FIN, or with a reset when
 # a keepalive from the receiver was still unread in it: either way the
 # stream is incomplete and the receiver says so
@@ -24,6 +29,10 @@ case $STATUS in
 5) has_msg "$TMP/lerr" "Connection reset by peer" "receiver of a killed sender: exit 5, reset" ;;
 *) cat "$TMP/lerr"; fail "receiver of a killed sender: exit $STATUS, want 6 or 5" ;;
 esac
+kill_sender --reconnect 2
+[ "$STATUS" -eq 5 ] || { cat "$TMP/lerr"; fail "resumable receiver of a killed sender: exit $STATUS"; }
+has_msg "$TMP/lerr" "the sender did not come back within 2 s" \
+    "a receiver that may resume gives a killed sender --reconnect, then exits 5"
 
 # 2. receiver's output is /dev/full: the sender stops early with its message
 rm -f "$TMP/lerr"   # never read a previous listener's port

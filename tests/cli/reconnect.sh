@@ -1,0 +1,228 @@
+#!/bin/bash
+# Purpose: a connection between two weirs that breaks (a reset, a cut, a
+# black hole) is made again and the stream resumes where the receiver
+# stopped: nothing lost, nothing written twice, both ends exit 0 and count
+# the reconnections.  A gap longer than --reconnect, a receiver that is
+# gone, a stranger in the gap and a sender killed in the gap all end as they
+# should.  The fault proxy (testtool cutproxy) cuts a series of connections.
+. "$(dirname "$0")/lib.sh"
+SIZE=$(sized 200000000 24000000)
+gen "$TMP/in" "$SIZE" mixed
+KEY=$TMP/key
+"$WEIR" -q --genkey "$KEY" --key-id t || fail "--genkey"
+
+# proxy TARGET CUTS EVERY MODE [GAP] [OPTIONS...]: start the cut proxy; sets PPORT, PPID
+proxy() {
+    rm -f "$TMP/proxy"   # never read the previous proxy's port
+    "$TESTTOOL" cutproxy "$@" >"$TMP/proxy" &
+    PPID_=$!
+    PIDS+=("$PPID_")
+    wait_for "$TMP/proxy" "proxy listening on" 10
+    PPORT=$(grep -o 'listening on [0-9]*' "$TMP/proxy" | grep -o '[0-9]*$')
+}
+
+# resume LABEL CUTS EVERY MODE SENDER-OPTIONS... -- RECEIVER-OPTIONS...:
+# sender -> cut proxy -> receiver; both must exit 0 with the data whole and
+# CUTS reconnections in both summaries
+resume() {
+    local label=$1 cuts=$2 every=$3 mode=$4
+    shift 4
+    local sopts=() ropts=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do sopts+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    ropts=("$@")
+    rm -f "$TMP/out"
+    listen "$TMP/rout" "$TMP/lerr" --reconnect 60 "${ropts[@]}"
+    proxy "$LPORT" "$cuts" "$every" "$mode"
+    "$WEIR" --reconnect 60 "${sopts[@]}" -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
+    local sst=$?
+    wait_bounded "$LPID" 60
+    [ "$sst" -eq 0 ] && [ "$STATUS" -eq 0 ] ||
+        { cat "$TMP/serr" "$TMP/lerr"; fail "$label: sender exit $sst, receiver exit $STATUS"; }
+    local n
+    n=$(grep -c '^cut ' "$TMP/proxy")
+    [ "$n" -eq "$cuts" ] || fail "$label: the proxy cut $n times, not $cuts"
+    [ -e "$TMP/out" ] || cp "$TMP/rout" "$TMP/out"
+    same "$TMP/in" "$TMP/out" "$label: whole and in order after $cuts cuts"
+    local word=reconnections
+    [ "$cuts" -eq 1 ] && word=reconnection
+    has_msg "$TMP/serr" "$cuts $word" "$label: the sender's summary counts them"
+    has_msg "$TMP/lerr" "$cuts $word" "$label: the receiver's summary counts them"
+    kill "$PPID_" 2>/dev/null
+}
+
+every=$((SIZE / 6))
+resume "reset once" 1 $((SIZE / 2)) reset -- -o "$TMP/out"
+resume "reset 5 times" 5 "$every" reset -- -o "$TMP/out"
+resume "cut 5 times" 5 "$every" cut -- -o "$TMP/out"
+resume "-z, reset once" 1 $((SIZE / 3)) reset -z -- -o "$TMP/out"
+resume "-z, cut 5 times" 5 $((every / 4)) cut -z -- -o "$TMP/out"
+resume "a key, reset 5 times" 5 "$every" reset --key-file "$KEY" -- --key-file "$KEY" -o "$TMP/out"
+resume "a key and -z, cut once" 1 $((SIZE / 4)) cut -z --key-file "$KEY" -- \
+    --key-file "$KEY" -o "$TMP/out"
+resume "a key, one worker, reset 5 times" 5 "$every" reset -T 1 --key-file "$KEY" -- \
+    --key-file "$KEY" -o "$TMP/out"
+resume "a consumer, reset 5 times" 5 "$every" reset -- -- sh -c "cat >'$TMP/out'"
+resume "-z and a key into a consumer, cut 5 times" 5 $((every / 4)) cut -z --key-file "$KEY" \
+    -- --key-file "$KEY" -- sh -c "cat >'$TMP/out'"
+# the stream's first bytes: inside the header (greeting 32, header 24) and the first record
+resume "cut inside the first record" 1 100 reset -- -o "$TMP/out"
+resume "cut right after the first byte of data" 1 57 cut -s 4k -- -o "$TMP/out"
+# small blocks, a small buffer: thousands of records between confirmations
+resume "-s 4k -m 256k, reset 5 times" 5 $((SIZE / 37)) reset -s 4k -m 256k -- -o "$TMP/out"
+
+# a cut before the sender heard the session's name (the first round trip)
+# cannot resume: the sender fails at once, the receiver after --reconnect
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 1 -o "$TMP/out"
+proxy "$LPORT" 1 56 cut
+expect 5 "a cut before the session was named: the sender" \
+    "$WEIR" -q -i "$TMP/in" -O "127.0.0.1:$PPORT"
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 5 ] || { cat "$TMP/lerr"; fail "a cut before the session was named: receiver $STATUS"; }
+ok "a cut before the session was named: the receiver exits 5 after --reconnect"
+kill "$PPID_" 2>/dev/null
+
+# the receiver's confirmations lost just before each cut: the sender holds
+# more than the receiver needs, and resumes where the receiver says, so no
+# byte is written twice
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+proxy "$LPORT" 3 "$every" reset 0 --mute-back $((SIZE / 20))
+"$WEIR" -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" || { cat "$TMP/serr"; fail "mute: sender"; }
+wait_bounded "$LPID" 60
+[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "mute: receiver exit $STATUS"; }
+same "$TMP/in" "$TMP/out" "confirmations lost before 3 cuts: nothing written twice"
+kill "$PPID_" 2>/dev/null
+
+# a cut while the sender waits on a full buffer (a receiver slower than the input)
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -R 40M -o "$TMP/out"
+proxy "$LPORT" 2 $((SIZE / 8)) reset
+"$WEIR" -m 2M -s 64k -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" ||
+    { cat "$TMP/serr"; fail "full buffer: sender"; }
+wait_bounded "$LPID" 60
+[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "full buffer: receiver exit $STATUS"; }
+has_msg "$TMP/serr" "2 reconnections" "cut twice while the sender's 2 MiB buffer was full"
+same "$TMP/in" "$TMP/out" "cut while the buffer was full: whole"
+
+# a black hole: the proxy stops relaying but keeps both sockets open.  The
+# sender hears no keepalive for 10 s (or, its data all sent, sees the proxy
+# close its side) and reconnects; the receiver, which heard nothing for as
+# long with its sender knocking again, lets the old connection go
+gen "$TMP/small" 3000000 random
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+proxy "$LPORT" 1 1000000 silent
+"$WEIR" -i "$TMP/small" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" || { cat "$TMP/serr"; fail "black hole: sender"; }
+wait_bounded "$LPID" 60
+[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "black hole: receiver exit $STATUS"; }
+has_msg "$TMP/serr" "1 reconnection" "a black hole: the sender reconnects"
+has_msg "$TMP/lerr" "a new connection is waiting" "a black hole: the receiver lets the silent one go"
+same "$TMP/small" "$TMP/out" "a black hole: whole"
+kill "$PPID_" 2>/dev/null
+
+# a gap longer than --reconnect fails both ends, each saying so
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 1 -o "$TMP/out"
+proxy "$LPORT" 1 $((SIZE / 4)) reset 5
+"$WEIR" --reconnect 1 -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
+sst=$?
+wait_bounded "$LPID" 30
+[ "$sst" -eq 5 ] || { cat "$TMP/serr"; fail "a long gap: sender exit $sst, want 5"; }
+has_msg "$TMP/serr" "no new one could be made within 1 s" "a gap longer than --reconnect: the sender exits 5"
+[ "$STATUS" -eq 5 ] || { cat "$TMP/lerr"; fail "a long gap: receiver exit $STATUS, want 5"; }
+has_msg "$TMP/lerr" "the sender did not come back within 1 s" \
+    "a gap longer than --reconnect: the receiver exits 5"
+kill "$PPID_" 2>/dev/null
+
+# a receiver that is gone (nothing listens where it was) ends the wait at once
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+proxy "$LPORT" 1 $((SIZE / 4)) reset 0 --refuse-after 1
+start=$(date +%s)
+"$WEIR" --reconnect 60 -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
+sst=$?
+took=$(($(date +%s) - start))
+[ "$sst" -eq 5 ] || { cat "$TMP/serr"; fail "a refused reconnection: sender exit $sst"; }
+has_msg "$TMP/serr" "the receiver refuses a new one: it is gone" \
+    "a refused reconnection: the sender exits 5 saying the receiver is gone"
+[ "$took" -lt 30 ] || fail "a refused reconnection: the sender waited $took s"
+ok "a refused reconnection ends the wait at once ($took s)"
+kill "$LPID" 2>/dev/null
+wait "$LPID" 2>/dev/null
+
+# a stranger in the gap is refused, and the real sender resumes
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+proxy "$LPORT" 1 $((SIZE / 3)) reset 3
+bg "$WEIR" -i "$TMP/in" -O "127.0.0.1:$PPORT"
+spid=$BPID
+wait_for "$TMP/proxy" "cut 1" 30
+wait_for "$TMP/lerr" "waiting up to 60 s for the sender" 10
+expect 5 "a stranger in the gap" "$WEIR" -q -i "$TMP/small" -O "127.0.0.1:$LPORT"
+has_msg "$TMP/err" "a transfer is under way here" "the stranger is told why"
+has_msg "$TMP/lerr" "a transfer is under way here" "the receiver logs the stranger it refused"
+wait_bounded "$spid" 60
+[ "$STATUS" -eq 0 ] || fail "the real sender after a stranger: exit $STATUS"
+wait_bounded "$LPID" 60
+[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "the receiver after a stranger: exit $STATUS"; }
+same "$TMP/in" "$TMP/out" "the real sender resumed past the stranger"
+kill "$PPID_" 2>/dev/null
+
+# the sender killed in the gap: the receiver gives up after --reconnect,
+# and its consumer is stopped as for a truncated stream
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 2 -- sh -c "cat >'$TMP/out'"
+proxy "$LPORT" 1 $((SIZE / 3)) reset 30
+bg "$WEIR" -i "$TMP/in" -O "127.0.0.1:$PPORT"
+spid=$BPID
+wait_for "$TMP/proxy" "cut 1" 30
+kill -9 "$spid"
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 5 ] || { cat "$TMP/lerr"; fail "a sender killed in the gap: receiver exit $STATUS"; }
+has_msg "$TMP/lerr" "the sender did not come back within 2 s" \
+    "a sender killed in the gap: the receiver exits 5 after --reconnect"
+kill "$PPID_" 2>/dev/null
+
+# --reconnect 0 on either end: a break fails the transfer as it always did
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" -o "$TMP/out"
+proxy "$LPORT" 1 $((SIZE / 4)) reset
+"$WEIR" --reconnect 0 -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
+sst=$?
+wait_bounded "$LPID" 30
+[ "$sst" -ne 0 ] && [ "$STATUS" -ne 0 ] || fail "--reconnect 0: sender $sst, receiver $STATUS"
+ok "a sender with --reconnect 0 does not resume: both fail (sender $sst, receiver $STATUS)"
+kill "$PPID_" 2>/dev/null
+
+# two receivers, each behind its own proxy: each connection resumes on its own
+listen "$TMP/r1" "$TMP/l1" --reconnect 60 -o "$TMP/o1"
+p1=$LPID port1=$LPORT
+listen "$TMP/r2" "$TMP/l2" --reconnect 60 -o "$TMP/o2"
+p2=$LPID port2=$LPORT
+proxy "$port1" 2 "$every" reset
+pp1=$PPORT
+proxy "$port2" 3 "$every" cut
+pp2=$PPORT
+"$WEIR" -i "$TMP/in" -O "127.0.0.1:$pp1" -O "127.0.0.1:$pp2" 2>"$TMP/serr" ||
+    { cat "$TMP/serr"; fail "two receivers: sender"; }
+has_msg "$TMP/serr" "5 reconnections" "two connections: the sender counts both's"
+wait_bounded "$p1" 30
+[ "$STATUS" -eq 0 ] || fail "two receivers: the first exits $STATUS"
+wait_bounded "$p2" 30
+[ "$STATUS" -eq 0 ] || fail "two receivers: the second exits $STATUS"
+same "$TMP/in" "$TMP/o1" "two receivers: the first is whole after 2 cuts"
+same "$TMP/in" "$TMP/o2" "two receivers: the second is whole after 3 cuts"
+
+# --progress=json counts them
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+proxy "$LPORT" 2 "$every" reset
+"$WEIR" -q --progress=json=3 -i "$TMP/in" -O "127.0.0.1:$PPORT" 3>"$TMP/p.jsonl" 2>"$TMP/serr" ||
+    fail "json: sender"
+wait_bounded "$LPID" 30
+tail -n 1 "$TMP/p.jsonl" | grep -q '"reconnections":2,"reconnecting":false' ||
+    { tail -n 1 "$TMP/p.jsonl"; fail "json: the end line does not count 2 reconnections"; }
+ok "--progress=json: the end line counts the reconnections"
+done_testing
