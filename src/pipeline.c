@@ -893,7 +893,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
         struct stats_output *so = &s->outputs[i];
         so->name = o->name;
         so->kind = o->kind;
-        so->bytes = o->cur.bytes;
+        so->bytes = o->cur.bytes > o->bytes_peak ? o->cur.bytes : o->bytes_peak;
         so->holes = o->cur.holes;
         so->net_bytes = atomic_load(&o->net);
         so->state = output_state_locked(o);

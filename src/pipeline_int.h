@@ -152,6 +152,8 @@ struct output {
     socklen_t peer_len;
     unsigned reconnections;    /* lock */
     double gap_secs, gap_since;
+    uint64_t bytes_peak;       /* lock: the most its cursor had read before a resend took
+                                  it back (its count never goes back in snapshots) */
     _Atomic uint64_t net;      /* bytes sent on its connection (transport wire_tx) */
     enum stats_output_state state;   /* lock; a dead output is failed whatever this says */
 };

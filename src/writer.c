@@ -365,6 +365,8 @@ static int resume_at(struct output *o, uint64_t at, struct weir_error *e)
     }
     struct resume_mark m = o->marks[(o->marks_head + found) % o->marks_cap];
     o->marks_count = found;   /* what is sent again is noted again */
+    if (o->cur.bytes > o->bytes_peak)
+        o->bytes_peak = o->cur.bytes;
     ring_cursor_place_locked(&p->ring, &o->cur, m.seq, m.off, m.bytes, m.holes, true);
     sync_unlock(&p->lock);
     o->session.seq = m.sseq;
