@@ -69,6 +69,22 @@
  * released when every live cursor has passed it.  Free blocks are reused
  * newest-first, so a consumer that keeps up keeps RSS small.
  *
+ * Reconnecting
+ * ------------
+ * A connection to a weir that may resume (--reconnect) has a second
+ * cursor, its hold, where the oldest record the receiver has not
+ * confirmed begins; the back-channel thread moves it on as confirmations
+ * arrive, so unconfirmed data stays in the buffer at no cost but memory.
+ * When the connection breaks, its writer (alone: the other outputs go on)
+ * joins its back channel, connects again, hears from the receiver how
+ * much of the stream it holds, puts its cursor back where that record
+ * began and sends on from that byte (writer.c).  On the receiving side the
+ * reader meets the break inside a read, waits on the listening socket for
+ * the same sender (listener.c) with every output and the consumer left as
+ * they are, and returns from the read with the stream's next bytes, so the
+ * decoder never knows.  The main thread's keepalives and the reader's
+ * confirmations share the connection under the lock.
+ *
  * Back-pressure
  * -------------
  * When no block is free the reader waits on space_cv: the buffer is full

@@ -1169,9 +1169,11 @@ static int reconnect(struct output *o, struct weir_error *e)
                 break;
             }
             if (err == ECONNREFUSED) {
+                bool all = confirmed >= o->session.sent;
                 error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
                           "receiver refuses a new one: it is gone; it had confirmed %llu bytes "
-                          "of the stream", o->name, cause, (unsigned long long)confirmed);
+                          "of the stream%s", o->name, cause, (unsigned long long)confirmed,
+                          all ? " (all of it, but its answer was lost)" : "");
                 break;
             }
             snprintf(last, sizeof last, "connect: %s", strerror(err));
