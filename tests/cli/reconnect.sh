@@ -185,6 +185,33 @@ has_msg "$TMP/lerr" "the sender did not come back within 2 s" \
     "a sender killed in the gap: the receiver exits 5 after --reconnect"
 kill "$PPID_" 2>/dev/null
 
+# a receiver restarted in the gap has no such session: it refuses the
+# sender's return, and the sender's wait ends at once
+port=$("$TESTTOOL" freeport)
+rm -f "$TMP/out" "$TMP/lerr"
+"$WEIR" -I "$port" --reconnect 60 -o "$TMP/out" 2>"$TMP/lerr" &
+lp=$!
+PIDS+=("$lp")
+wait_for "$TMP/lerr" "listening on" 10
+proxy "$port" 1 $((SIZE / 4)) reset 3
+"$WEIR" -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" &
+spid=$!
+PIDS+=("$spid")
+wait_for "$TMP/proxy" "cut 1" 30
+kill -9 "$lp"
+wait "$lp" 2>/dev/null
+rm -f "$TMP/out2" "$TMP/l2err"
+"$WEIR" -I "$port" -o "$TMP/out2" 2>"$TMP/l2err" &
+lp=$!
+PIDS+=("$lp")
+wait_for "$TMP/l2err" "listening on" 10
+wait_bounded "$spid" 30
+[ "$STATUS" -eq 5 ] || { cat "$TMP/serr"; fail "a restarted receiver: sender exit $STATUS"; }
+has_msg "$TMP/serr" "the session could not resume" "a restarted receiver: the sender exits 5 at once"
+has_msg "$TMP/l2err" "it asked to resume a transfer this listener does not have" \
+    "a restarted receiver refuses a sender that asks to resume"
+kill "$lp" "$PPID_" 2>/dev/null
+
 # --reconnect 0 on either end: a break fails the transfer as it always did
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" -o "$TMP/out"

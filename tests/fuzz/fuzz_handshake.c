@@ -1,7 +1,8 @@
 /*
  * fuzz_handshake.c - libFuzzer target for the framing of an encrypted
  * connection's start, as a listener sees it: the sender's greeting (the one
- * record parser, codec_parse_record), then the TLS handshake bytes through
+ * record parser, codec_parse_record), the record after it when the bytes
+ * make one (a header, a resume request, a session record), then the TLS handshake bytes through
  * tls_step() (weir's own check of the TLS record headers, and OpenSSL's
  * parser behind it) with a fixed test key.  The first byte sets how many
  * bytes each step is given, so record boundaries fall everywhere.
@@ -27,6 +28,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)codec_parse_record(data, CODEC_GREETING_SIZE, &r, why, sizeof why);
     data += CODEC_GREETING_SIZE;
     size -= CODEC_GREETING_SIZE;
+    /* what follows a keyless greeting: a stream header, or a resume request
+     * ('R'); and what a sender reads back ('N', 'C', 'S', 'K') */
+    size_t first = size >= 8 ? codec_record_length(data) : 0;
+    if (first > 0 && first <= size)
+        (void)codec_parse_record(data, first, &r, why, sizeof why);
     static struct key key = {.id = "fuzz"};
     static struct keyring ring = {.keys = &key, .nkeys = 1};
     static struct tls_context *ctx;
