@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-2G}
 RUNS=${RUNS:-5}
-CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu ssh_z ssh_plain ssh_tunnel rss latency link"}
+CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu ssh_z ssh_plain ssh_tunnel resume_cuts resume_cost rss latency link"}
 bash scripts/deps.sh || exit 1
 if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
@@ -209,6 +209,26 @@ for c in $CASES; do
         prep_a() { A="$W -q --ssh-tunnel $WSSH --remote 'cat >/dev/null' -i $MIX"; }
         prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
         run_case "\`weir --ssh --ssh-tunnel\` vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 1.10" ;;
+    resume_cuts)
+        # reconnecting: 5 resets in the transfer against none, both through
+        # the cut proxy (a userspace relay, slower than loopback itself)
+        start_cut_proxy() {   # start_cut_proxy CUTS: a listener behind the proxy; sets PP, PX
+            start_weir_listener
+            rm -f "$T/px"
+            "$TT" cutproxy "$LP" "$1" $((bytes / 6)) reset >"$T/px" &
+            PX=$!
+            for _ in $(seq 200); do grep -q "listening on" "$T/px" 2>/dev/null && break; sleep 0.01; done
+            PP=$(grep -o 'listening on [0-9]*' "$T/px" | grep -o '[0-9]*$')
+        }
+        prep_a() { start_cut_proxy 5; A="$W -q -O 127.0.0.1:$PP -i $MIX; kill $PX"; }
+        prep_b() { start_cut_proxy 0; B="$W -q -O 127.0.0.1:$PP -i $MIX; kill $PX"; }
+        run_case "weir through the cut proxy, 5 resets vs none" "≤ 1.30" ;;
+    resume_cost)
+        # what being able to resume costs when nothing breaks: the held
+        # buffer, the confirmations, the first round trip
+        prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() { start_weir_listener --reconnect 0; B="$W -q --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
+        run_case "loopback weir (may resume) vs \`--reconnect 0\` on both ends" "≤ 1.05" ;;
     enc_cpu)
         # the sending side alone: its CPU seconds per GiB with one and two workers
         for t in 1 2; do

@@ -82,17 +82,20 @@ static struct ring_slot *slot_at(const struct ring *r, uint64_t seq)
 
 void ring_release_locked(struct ring *r)
 {
-    uint64_t min_seq = r->ready, min_bytes = r->queued_bytes;
+    uint64_t min_seq = r->ready, min_read = r->ready, min_bytes = r->queued_bytes;
     for (int i = 0; i < r->ncursors; i++) {
         const struct ring_cursor *c = r->cursor[i];
         if (!c->live)
             continue;
         if (c->seq < min_seq)
             min_seq = c->seq;
+        if (!c->holder && c->seq < min_read)
+            min_read = c->seq;
         if ((c->counts || c->holder) && c->bytes < min_bytes)
             min_bytes = c->bytes;
     }
     r->min_out = min_bytes;
+    r->held_back = min_read - min_seq;
     bool freed = false;
     while (r->tail < min_seq) {
         const struct ring_slot *s = slot_at(r, r->tail);
@@ -170,7 +173,9 @@ bool ring_take_block(struct ring *r, uint32_t extra, uint32_t *idx)
             (fill * 100 < ring_capacity_locked(r) * (uint64_t)r->resume_pct || fill == 0))
             r->throttled = false;
         uint64_t promised = used + r->reserved + extra;
-        bool within = r->read_window == 0 || promised < r->read_window;
+        /* the window is what the reader is ahead of the outputs: blocks
+         * kept only for a connection that may resume do not count */
+        bool within = r->read_window == 0 || promised < r->read_window + r->held_back;
         if (!r->throttled && within && r->pool.nfree > r->reserved + extra) {
             pool_take_locked(&r->pool, idx);
             sync_unlock(r->lock);
