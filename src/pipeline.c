@@ -1066,7 +1066,8 @@ static void watch(struct pipeline *p, struct watchdog *w, double now)
     sync_lock(&p->lock);
     /* holes count as moving: a long one may take a while to write as zeros */
     uint64_t sum = atomic_load(&p->in_bytes) + p->hole_bytes;
-    bool busy = atomic_load(&p->stop) || p->transforming > 0;
+    /* a gap in a connection that may resume is bounded by --reconnect */
+    bool busy = atomic_load(&p->stop) || p->transforming > 0 || p->gap_since > 0;
     const struct output *slowest = NULL;
     for (int i = 0; i < p->nout; i++) {
         const struct output *o = &p->out[i];
