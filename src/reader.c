@@ -48,7 +48,8 @@
 #define IDLE_FLUSH_MS 10       /* -z: compress a partial block after this much quiet */
 #define SCAN_BUFFER (1u << 20) /* --sparse: what is read at a time to be scanned */
 /* resuming: the stream is confirmed to the sender at least every this many
- * bytes, and whenever the connection has nothing more to read for now */
+ * bytes, and whenever the connection has nothing more to read for now (the
+ * sender may be waiting for the confirmation to free its buffer) */
 #define CONFIRM_BYTES (256u << 10)
 /* and a connection silent this long while another knocks is taken for dead */
 #define RESUME_SILENCE_SECS 10.0
@@ -99,6 +100,14 @@ static bool broken_session(struct reader *r, ssize_t got, int err)
     return err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
            err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN || err == EHOSTDOWN ||
            (err == EPIPE && p->in.sealed);
+}
+
+/* Whether the connection has more bytes waiting now: while it has, a
+ * confirmation can wait for them (the sender is still sending). */
+static bool more_to_read(const struct pipeline *p)
+{
+    struct pollfd pfd = {.fd = p->in.fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) > 0;
 }
 
 /* Tell a sender that may resume how much of the stream this end holds. */
@@ -191,7 +200,8 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
             atomic_fetch_add(&p->in_bytes, (uint64_t)got);
             uint64_t held = atomic_fetch_add(&p->held, (uint64_t)got) + (uint64_t)got;
             sync_lock(&p->lock);
-            bool due = p->resumable && (held - p->confirmed >= CONFIRM_BYTES || (size_t)got < n);
+            bool due = p->resumable && (held - p->confirmed >= CONFIRM_BYTES || (size_t)got < n ||
+                                        !more_to_read(p));
             sync_unlock(&p->lock);
             if (due)
                 confirm(p, held);

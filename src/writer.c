@@ -52,6 +52,10 @@
 #define RESUME_SILENCE_SECS 10.0   /* a receiver that says nothing for this long is cut off
                                       (it sends keepalives every CODEC_KEEPALIVE_SECS) */
 #define RESUME_BACKOFF_MAX 1.0  /* the longest pause between two attempts to reconnect */
+/* the smallest buffer that offers resuming: what travels unconfirmed stays
+ * in it, so a smaller one would send a block per round trip */
+#define RESUME_MIN_BUFFER (1u << 20)
+#define RESUME_MIN_BLOCKS 4
 #define STEP_AGAIN 3            /* writer_loop: the record a resumed connection began with is
                                    out; the workers may seal the rest again */
 
@@ -284,15 +288,39 @@ static void give_up_resuming_locked(struct output *o)
         ring_drop_locked(&o->p->ring, &o->hold);
 }
 
-/* A record of the stream begins here (the writer's cursor, the session's
- * counts): note it, so that the stream can be sent again from any byte
- * from here on.  exact: a stored block's data bytes.  Waits while the
- * receiver has confirmed too little for the notes to hold another. */
+/* Note that a record begins here (the writer's cursor, the session's
+ * counts), or update the note already there.  False: the notes are full.
+ * Lock held. */
+static bool note_locked(struct output *o, enum mark_kind kind, uint64_t exact)
+{
+    if (o->marks_count > 0) {
+        struct resume_mark *last =
+            &o->marks[(o->marks_head + o->marks_count - 1) % o->marks_cap];
+        if (last->at == o->session.sent) {
+            last->kind = kind;
+            last->exact = exact;
+            return true;
+        }
+    }
+    if (o->marks_count == o->marks_cap)
+        return false;
+    o->marks[(o->marks_head + o->marks_count) % o->marks_cap] = (struct resume_mark){
+        .at = o->session.sent, .seq = o->cur.seq, .off = o->cur.off, .bytes = o->cur.bytes,
+        .holes = o->cur.holes, .sseq = o->session.seq, .total = o->session.total,
+        .chain = o->session.chain, .exact = exact, .kind = kind};
+    o->marks_count++;
+    return true;
+}
+
+/* A record of the stream begins here: note it, so that the stream can be
+ * sent again from any byte from here on.  exact: a stored block's data
+ * bytes.  Waits while the receiver has confirmed too little for the notes
+ * to hold another. */
 static int mark(struct output *o, enum mark_kind kind, uint64_t exact)
 {
     struct pipeline *p = o->p;
     sync_lock(&p->lock);
-    while (o->may_resume && o->marks_count == o->marks_cap) {
+    while (o->may_resume && !note_locked(o, kind, exact)) {
         if (!o->resumable) {
             give_up_resuming_locked(o);
             break;
@@ -309,35 +337,45 @@ static int mark(struct output *o, enum mark_kind kind, uint64_t exact)
         }
         sync_wait(&p->ring.data_cv, &p->lock);
     }
-    if (o->may_resume) {
-        struct resume_mark *m = &o->marks[(o->marks_head + o->marks_count) % o->marks_cap];
-        *m = (struct resume_mark){.at = o->session.sent, .seq = o->cur.seq, .off = o->cur.off,
-                                  .bytes = o->cur.bytes, .holes = o->cur.holes,
-                                  .sseq = o->session.seq, .total = o->session.total,
-                                  .chain = o->session.chain, .exact = exact, .kind = kind};
-        o->marks_count++;
-    }
     sync_unlock(&p->lock);
     return 0;
 }
 
-/* The receiver holds the stream's first `held` bytes: the records before
- * the one that byte is in need not be kept.  Lock held. */
+/* Let go of the records before the one the receiver's confirmed byte is
+ * in: the hold moves up to that record's start.  Lock held. */
+static void release_confirmed_locked(struct output *o)
+{
+    while (o->marks_count >= 2 &&
+           o->marks[(o->marks_head + 1) % o->marks_cap].at <= o->confirmed) {
+        o->marks_head = (o->marks_head + 1) % o->marks_cap;
+        o->marks_count--;
+    }
+    if (o->marks_count == 0)
+        return;
+    const struct resume_mark *m = &o->marks[o->marks_head];
+    if (m->seq != o->hold.seq || m->off != o->hold.off)
+        ring_cursor_place_locked(&o->p->ring, &o->hold, m->seq, m->off, m->bytes, m->holes,
+                                 true);
+}
+
+/* A record was sent whole: the next one begins here.  Noting it now lets
+ * the receiver's confirmation of everything sent free everything (the
+ * hold moves up to the writer), whether it comes after this or came
+ * already.  When the notes are full the next record's own note waits
+ * instead.  Lock held. */
+static void boundary_locked(struct output *o)
+{
+    if (o->may_resume && o->piece_at == 0 && note_locked(o, MARK_RECORD, 0))
+        release_confirmed_locked(o);
+}
+
+/* The receiver holds the stream's first `held` bytes.  Lock held. */
 static void confirmed_locked(struct output *o, uint64_t held)
 {
     if (!o->may_resume || held <= o->confirmed)
         return;
     o->confirmed = held;
-    size_t dropped = 0;
-    while (o->marks_count >= 2 && o->marks[(o->marks_head + 1) % o->marks_cap].at <= held) {
-        o->marks_head = (o->marks_head + 1) % o->marks_cap;
-        o->marks_count--;
-        dropped++;
-    }
-    if (dropped == 0)
-        return;
-    const struct resume_mark *m = &o->marks[o->marks_head];
-    ring_cursor_place_locked(&o->p->ring, &o->hold, m->seq, m->off, m->bytes, m->holes, true);
+    release_confirmed_locked(o);
 }
 
 /* A new connection of the session: the receiver holds the stream's first
@@ -383,6 +421,9 @@ static int resume_at(struct output *o, uint64_t at, struct weir_error *e)
         if (mark(o, MARK_HEADER, 0) ||
             session_resend_header(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
             return errno == ECANCELED ? STEP_STOP : write_error(o, e, "write");
+        sync_lock(&p->lock);
+        boundary_locked(o);
+        sync_unlock(&p->lock);
     }
     return STEP_OK;
 }
@@ -410,6 +451,8 @@ static int writer_loop(struct output *o, struct weir_error *e)
                 return rc;
             sync_lock(&p->lock);
             ring_advance_locked(&p->ring, &o->cur, done);
+            if (o->holes == HOLES_RECORD || o->session.frame)
+                boundary_locked(o);
             sync_unlock(&p->lock);
             continue;
         }
@@ -455,6 +498,8 @@ static int writer_loop(struct output *o, struct weir_error *e)
         }
         sync_lock(&p->lock);
         ring_advance_locked(&p->ring, &o->cur, step);
+        if (o->session.greet)
+            boundary_locked(o);
         sync_unlock(&p->lock);
         if (ratelimit_take(&o->rl, (size_t)w, &o->halt))
             return STEP_STOP;
@@ -620,6 +665,7 @@ static int sealed_loop(struct output *o, struct weir_error *e)
                 return rc;
             sync_lock(&p->lock);
             ring_advance_locked(&p->ring, &o->cur, j->step);
+            boundary_locked(o);
             o->ahead_head = (o->ahead_head + 1) % SEAL_AHEAD;
             o->ahead_count--;
             sync_unlock(&p->lock);
@@ -960,7 +1006,8 @@ static int writer_open(struct output *o, struct weir_error *e)
     uint32_t block_max = p->encode ? p->piece_max : p->wire_block_max;
     session_out_init(&o->session, &o->t, greet, greet && !p->encode,
                      p->encode && o->form == CODEC_FORM_WEIR, block_max);
-    o->session.resume = greet && c->reconnect > 0;
+    o->session.resume = greet && c->reconnect > 0 && c->mem >= RESUME_MIN_BUFFER &&
+                        c->block > 0 && c->mem / c->block >= RESUME_MIN_BLOCKS;
     double limit = LISTENER_HANDSHAKE_SECS;
     if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)
         limit = c->tcp.io_timeout;
@@ -1003,6 +1050,9 @@ static int writer_open(struct output *o, struct weir_error *e)
         return write_error(o, e, "write");
     if (session_begin(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
         return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+    sync_lock(&p->lock);
+    boundary_locked(o);   /* the data begins after the header */
+    sync_unlock(&p->lock);
     if (o->may_resume) {
         /* the receiver names the session as it admits the stream: known
          * before a byte of data goes, a break can always be resumed */
@@ -1237,6 +1287,9 @@ static int writer_end(struct output *o, struct weir_error *e)
         if (mark(o, MARK_TRAILER, 0) ||
             session_trailer(&o->session, io_timeout_ms(p, &o->t), &o->halt))
             return write_error(o, e, "write");
+        sync_lock(&p->lock);
+        boundary_locked(o);   /* the end: a confirmation of it frees everything */
+        sync_unlock(&p->lock);
     }
     if (o->session.greet)
         return await_answer(o, e);

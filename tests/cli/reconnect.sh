@@ -69,7 +69,17 @@ resume "-z and a key into a consumer, cut 5 times" 5 $((every / 4)) cut -z --key
 resume "cut inside the first record" 1 100 reset -- -o "$TMP/out"
 resume "cut right after the first byte of data" 1 57 cut -s 4k -- -o "$TMP/out"
 # small blocks, a small buffer: thousands of records between confirmations
-resume "-s 4k -m 256k, reset 5 times" 5 $((SIZE / 37)) reset -s 4k -m 256k -- -o "$TMP/out"
+resume "-s 4k -m 1M, reset 5 times" 5 $((SIZE / 37)) reset -s 4k -m 1M -- -o "$TMP/out"
+# a buffer under 1 MiB (or 4 blocks) cannot hold what travels unconfirmed:
+# such a sender does not offer resuming, and a break fails as before
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 1 -o "$TMP/out"
+proxy "$LPORT" 1 $((SIZE / 4)) reset
+expect 5 "a sender with a 256 KiB buffer does not resume" \
+    "$WEIR" -q -s 4k -m 256k -i "$TMP/in" -O "127.0.0.1:$PPORT"
+wait_bounded "$LPID" 30
+[ "$STATUS" -ne 0 ] || fail "the receiver of a sender that cannot resume exited 0"
+kill "$PPID_" 2>/dev/null
 
 # a cut before the sender heard the session's name (the first round trip)
 # cannot resume: the sender fails at once, the receiver after --reconnect
