@@ -1036,10 +1036,8 @@ static void keep_sender_informed(struct pipeline *p, double now)
     if (on)
         session_keepalive(&p->back, written, phase, now);
     uint64_t held = atomic_load(&p->held);
-    if (on && p->resumable && held > p->confirmed) {
-        session_confirm(&p->back, held);   /* what the reader has not said yet */
-        p->confirmed = held;
-    }
+    if (on && p->resumable && held > p->confirmed && session_confirm(&p->back, held))
+        p->confirmed = held;   /* what the reader has not said yet */
     sync_unlock(&p->lock);
 }
 

@@ -114,10 +114,8 @@ static bool more_to_read(const struct pipeline *p)
 static void confirm(struct pipeline *p, uint64_t held)
 {
     sync_lock(&p->lock);
-    if (p->resumable) {
-        session_confirm(&p->back, held);
+    if (p->resumable && session_confirm(&p->back, held))
         p->confirmed = held;
-    }
     sync_unlock(&p->lock);
 }
 
@@ -921,8 +919,8 @@ static int resume_input(struct reader *r, const char *cause)
     uint64_t held = atomic_load(&p->held);
     sync_lock(&p->lock);
     p->reconnections++;
-    session_confirm(&p->back, held);   /* where it resumes; a new socket has room */
-    p->confirmed = held;
+    if (session_confirm(&p->back, held))   /* where it resumes; a new socket has room */
+        p->confirmed = held;
     sync_unlock(&p->lock);
     log_msg(p->log, LOG_WARN, "%s: the sender is back after %.1f s; resuming at byte %llu of "
             "the stream", p->in.name, clock_now() - since, (unsigned long long)held);

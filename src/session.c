@@ -420,14 +420,15 @@ int session_name(struct session_in *s, const unsigned char token[CODEC_TOKEN_SIZ
     return transport_write_all(s->t, rec, sizeof rec, 10000, &never);
 }
 
-void session_confirm(struct session_in *s, uint64_t held)
+bool session_confirm(struct session_in *s, uint64_t held)
 {
     if (s->t->fd < 0 || !flush_pending(s))
-        return;
+        return false;
     unsigned char c[CODEC_SESSION_SIZE];
     size_t n = codec_confirm(c, held);
     s->len = s->t->sealed ? transport_seal(s->t, c, n, s->out) : (memcpy(s->out, c, n), n);
     flush_pending(s);
+    return true;   /* on its way (the rest of it goes with the next record) */
 }
 
 #define DRAIN_SECS 5.0   /* how long a receiver reads on after it answered */

@@ -148,9 +148,9 @@ void session_in_init(struct session_in *s, struct transport *t);
 /* A resumable session: the token that names it, once ('N'); then, as the
  * stream arrives, how much of it this end holds ('C'), without blocking
  * (a confirmation that cannot go now is left for a later one, which says
- * more).  0, or -1 with errno. */
+ * more: false).  session_name: 0, or -1 with errno. */
 int session_name(struct session_in *s, const unsigned char token[CODEC_TOKEN_SIZE]);
-void session_confirm(struct session_in *s, uint64_t held);
+bool session_confirm(struct session_in *s, uint64_t held);
 /* Say this end is alive, what its outputs wrote and what it is doing,
  * without blocking: at most every CODEC_KEEPALIVE_SECS. */
 void session_keepalive(struct session_in *s, uint64_t written, enum session_phase phase,
