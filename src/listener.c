@@ -768,6 +768,30 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     return 0;
 }
 
+void listener_refuse_waiting(struct tcp_listener *l, bool raw, struct weir_log *log)
+{
+    for (int i = 0; i < ACCEPT_BATCH && l->fd >= 0; i++) {
+        struct sockaddr_storage ss;
+        socklen_t slen = sizeof ss;
+        int fd = accept4(l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        char peer[80];
+        tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
+        log_msg(log, LOG_WARN, "refused connection from %s: %s", peer,
+                LISTENER_BUSY " (this listener takes no other sender until it ends)");
+        if (!raw) {
+            unsigned char rec[CODEC_RECORD_MAX];
+            size_t n = codec_status(rec, WEIR_EXIT_NETWORK, 0, 0,
+                                    LISTENER_BUSY " (this listener takes no other sender until "
+                                    "it ends)");
+            (void)send(fd, rec, n, MSG_NOSIGNAL | MSG_DONTWAIT);   /* best effort */
+            (void)shutdown(fd, SHUT_WR);
+        }
+        close(fd);
+    }
+}
+
 /* Drop connections whose time is up; the earliest remaining deadline. */
 static double expire(struct admission *a, double now)
 {

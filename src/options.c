@@ -104,6 +104,8 @@ void options_usage(FILE *out)
 "  --connect-timeout S  keep retrying -O for S seconds (default 30, 0 = once)\n"
 "  --accept-timeout S   give up waiting for a -I connection (default: never)\n"
 "  --timeout S        fail a connection with no progress for S seconds (600)\n"
+"  --reconnect S      resume a broken connection between two weirs within S seconds\n"
+"                     (300; 0 = a break fails the transfer)\n"
 "  --raw              plain bytes on the wire, for nc, socat and mbuffer peers\n"
 "  -W S               watchdog: fail when neither the input nor any output\n"
 "                     moves a byte for S seconds (and a listener nobody joins,\n"

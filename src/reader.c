@@ -77,6 +77,7 @@ struct reader {
     bool scan_final;         /* the scanned bytes end at that hole or at the end */
     bool scan_eof;           /* the input ended after them */
     struct weir_error gone;  /* resuming: the sender did not come back (msg "" until then) */
+    double next_knock;       /* resuming: when to look for other connections next */
 };
 
 static int resume_input(struct reader *r, const char *cause);
@@ -108,6 +109,26 @@ static bool more_to_read(const struct pipeline *p)
 {
     struct pollfd pfd = {.fd = p->in.fd, .events = POLLIN};
     return poll(&pfd, 1, 0) > 0;
+}
+
+/* While the session's connection brings data, anyone else who connects
+ * is refused at once, as a closed port would have before (the port stays
+ * open for the sender's return): told that a transfer is under way, which
+ * a sender coming back takes for "not yet".  At most twice a second. */
+#define KNOCK_SECS 0.5
+static void refuse_others(struct reader *r)
+{
+    struct pipeline *p = r->p;
+    double now = clock_now();
+    if (now < r->next_knock)
+        return;
+    r->next_knock = now + KNOCK_SECS;
+    sync_lock(&p->lock);
+    bool resumable = p->resumable;
+    sync_unlock(&p->lock);
+    struct pollfd knock = {.fd = p->listener.fd, .events = POLLIN};
+    if (resumable && p->listener.fd >= 0 && poll(&knock, 1, 0) > 0)
+        listener_refuse_waiting(&p->listener, p->cfg->tcp.raw, p->log);
 }
 
 /* Tell a sender that may resume how much of the stream this end holds. */
@@ -203,6 +224,7 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
             sync_unlock(&p->lock);
             if (due)
                 confirm(p, held);
+            refuse_others(r);
             if (ratelimit_take(&p->read_rl, (size_t)got, &p->stop)) {
                 errno = ECANCELED;
                 return -1;

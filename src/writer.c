@@ -814,8 +814,11 @@ static int start_backchannel(struct output *o, struct weir_error *e)
 static int await_answer(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
-    if (o->t.ops->half_close(&o->t, e))
+    if (o->t.ops->half_close(&o->t, e)) {
+        if (breaks_connection(errno))
+            (void)write_error(o, e, "shutdown");   /* a break: it may resume */
         return STEP_FAIL;
+    }
     double limit = p->cfg->tcp.io_timeout;
     if (limit > 0 && limit < CODEC_SILENCE_MIN)
         limit = CODEC_SILENCE_MIN;
@@ -1130,7 +1133,7 @@ static int rejoin(struct output *o, double limit, uint64_t *at, bool *refused,
     *refused = false;
     o->session.greeted = false;
     if (session_read_greeting(&o->session, limit, &o->halt, e))
-        return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+        return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;   /* busy: tried again */
     if (!(o->session.peer_features & CODEC_FEATURE_RESUME) || check_keys(o, e) != STEP_OK) {
         *refused = true;
         return error_set(e, WEIR_EXIT_NETWORK, "%s: another receiver answers there now",
@@ -1156,6 +1159,8 @@ static int rejoin(struct output *o, double limit, uint64_t *at, bool *refused,
     sync_unlock(&p->lock);
     int rc = session_rejoin(&o->session, token, limit, &o->halt, at, refused, e);
     OPENSSL_cleanse(token, sizeof token);
+    if (rc && *refused && strstr(e->msg, LISTENER_BUSY))
+        *refused = false;   /* it had not seen the break yet: try again */
     if (rc)
         return errno == ECANCELED && atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
     return STEP_OK;

@@ -90,6 +90,16 @@ struct listener_config {
     const unsigned char *resume_token;
 };
 
+/* How a receiver busy with a transfer refuses a connection (in an 'S'
+ * record, in place of its greeting); a sender coming back to resume takes
+ * it as "not yet" and tries again. */
+#define LISTENER_BUSY "busy: a transfer is under way here"
+
+/* Refuse what waits on the listening socket of a receiver busy with a
+ * transfer: each connection gets an 'S' record saying LISTENER_BUSY and is
+ * closed, at most a few at a time; a --raw listener's are closed. */
+void listener_refuse_waiting(struct tcp_listener *l, bool raw, struct weir_log *log);
+
 /* What listener_admit() learnt of the connection it admitted. */
 struct listener_peer {
     bool plain;                /* admitted as plain bytes (plain_too), to be taken as they

@@ -128,6 +128,7 @@ weir_stream() {
     local in=$1 out=$2 px
     shift 2
     listen /dev/null "$TMP/ws.lerr" -q
+    rm -f "$TMP/ws.proxy"   # never read the previous proxy's port (or its empty file)
     "$TESTTOOL" proxy "$LPORT" record 0 0 "$TMP/ws.rec" >"$TMP/ws.proxy" &
     px=$!
     PIDS+=("$px")

@@ -195,6 +195,28 @@ has_msg "$TMP/lerr" "the sender did not come back within 2 s" \
     "a sender killed in the gap: the receiver exits 5 after --reconnect"
 kill "$PPID_" 2>/dev/null
 
+# the port stays open for the sender's return, but while the transfer runs
+# anyone else is refused at once, as by a closed port: a second weir sender
+# (and weir as mbuffer, which would otherwise send plain bytes into the
+# backlog and take the silence for success)
+# (a small buffer and a slow output keep the receiver reading for ~10 s)
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -m 4M -R $((SIZE / 10)) -o "$TMP/out"
+bg "$WEIR" -i "$TMP/in" -O "127.0.0.1:$LPORT"
+spid=$BPID
+wait_size "$TMP/out" 1000000 20
+expect 5 "a second sender while a transfer runs" "$WEIR" -q -i "$TMP/small" -O "127.0.0.1:$LPORT"
+has_msg "$TMP/err" "busy: a transfer is under way here" "the second sender is told the receiver is busy"
+ln -sf "$WEIR" "$TMP/mbuffer"
+expect 5 "weir as mbuffer, second while a transfer runs" "$TMP/mbuffer" -q -i "$TMP/small" \
+    -O "127.0.0.1:$LPORT"
+wait_bounded "$spid" 60
+[ "$STATUS" -eq 0 ] || fail "the first sender, with others refused meanwhile: exit $STATUS"
+wait_bounded "$LPID" 60
+[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "the busy receiver: exit $STATUS"; }
+same "$TMP/in" "$TMP/out" "the first transfer is whole with others refused meanwhile"
+has_msg "$TMP/lerr" "refused connection from 127.0.0.1" "the busy receiver logs whom it refused"
+
 # a receiver restarted in the gap has no such session: it refuses the
 # sender's return, and the sender's wait ends at once
 port=$("$TESTTOOL" freeport)
