@@ -793,17 +793,20 @@ void *backchannel_main(void *arg)
     return NULL;
 }
 
+/* Created under the lock: the main thread wakes a running back channel by
+ * its thread id (kick_threads), which must be the new thread's from the
+ * moment bc_running says so (it used to be set first, and a SIGINT in
+ * between had the main thread signal an id not yet written: EINVAL, abort) */
 static int start_backchannel(struct output *o, struct weir_error *e)
 {
     sync_lock(&o->p->lock);
     o->bc_running = true;
-    sync_unlock(&o->p->lock);
-    if (sync_create(&o->backchannel, backchannel_main, o, e)) {
-        sync_lock(&o->p->lock);
+    int rc = sync_create(&o->backchannel, backchannel_main, o, e);
+    if (rc)
         o->bc_running = false;
-        sync_unlock(&o->p->lock);
+    sync_unlock(&o->p->lock);
+    if (rc)
         return STEP_FAIL;
-    }
     o->has_backchannel = true;
     return STEP_OK;
 }
