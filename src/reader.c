@@ -50,7 +50,8 @@
 /* resuming: the stream is confirmed to the sender at least every this many
  * bytes, and whenever the connection has nothing more to read for now (the
  * sender may be waiting for the confirmation to free its buffer) */
-#define CONFIRM_BYTES (256u << 10)
+#define CONFIRM_BYTES (4u << 20)
+#define CONFIRM_GAP 0.002
 /* and a connection silent this long while another knocks is taken for dead */
 #define RESUME_SILENCE_SECS 10.0
 
@@ -78,6 +79,7 @@ struct reader {
     bool scan_eof;           /* the input ended after them */
     struct weir_error gone;  /* resuming: the sender did not come back (msg "" until then) */
     double next_knock;       /* resuming: when to look for other connections next */
+    double next_confirm;     /* resuming: the earliest a dry connection is confirmed again */
 };
 
 static int resume_input(struct reader *r, const char *cause);
@@ -219,11 +221,20 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
             atomic_fetch_add(&p->in_bytes, (uint64_t)got);
             uint64_t held = atomic_fetch_add(&p->held, (uint64_t)got) + (uint64_t)got;
             sync_lock(&p->lock);
-            bool due = p->resumable && (held - p->confirmed >= CONFIRM_BYTES || (size_t)got < n ||
-                                        !more_to_read(p));
+            bool resumable = p->resumable;
+            uint64_t unconfirmed = held - p->confirmed;
             sync_unlock(&p->lock);
-            if (due)
+            /* every CONFIRM_BYTES; and when the connection ran dry (the
+             * sender may wait for room), at most every CONFIRM_GAP s: each
+             * confirmation wakes the sender's back channel and its reader */
+            double now = clock_now();
+            bool due = resumable && (unconfirmed >= CONFIRM_BYTES ||
+                                     (now >= r->next_confirm &&
+                                      ((size_t)got < n || !more_to_read(p))));
+            if (due) {
                 confirm(p, held);
+                r->next_confirm = now + CONFIRM_GAP;
+            }
             refuse_others(r);
             if (ratelimit_take(&p->read_rl, (size_t)got, &p->stop)) {
                 errno = ECANCELED;

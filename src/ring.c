@@ -507,7 +507,6 @@ void ring_cursor_place_locked(struct ring *r, struct ring_cursor *c, uint64_t se
     c->holes = holes;
     c->live = live;
     ring_release_locked(r);
-    sync_broadcast(&r->data_cv);
 }
 
 void ring_drop_locked(struct ring *r, struct ring_cursor *c)

@@ -345,6 +345,8 @@ static int mark(struct output *o, enum mark_kind kind, uint64_t exact)
  * in: the hold moves up to that record's start.  Lock held. */
 static void release_confirmed_locked(struct output *o)
 {
+    if (o->marks_count == o->marks_cap)
+        sync_broadcast(&o->p->ring.data_cv);   /* mark() waits for room there */
     while (o->marks_count >= 2 &&
            o->marks[(o->marks_head + 1) % o->marks_cap].at <= o->confirmed) {
         o->marks_head = (o->marks_head + 1) % o->marks_cap;

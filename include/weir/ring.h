@@ -201,7 +201,8 @@ void ring_advance_locked(struct ring *r, struct ring_cursor *c, size_t n);
 bool ring_last_locked(const struct ring *r, const struct ring_cursor *c, size_t n);
 /* Put c at (seq, off), having read bytes and stepped over holes before it
  * (a hold moving on as the receiver confirms; a writer sent back to resend);
- * passed blocks are released.  live: whether it holds blocks from now on. */
+ * passed blocks are released (and the reader woken when that frees one).
+ * live: whether it holds blocks from now on. */
 void ring_cursor_place_locked(struct ring *r, struct ring_cursor *c, uint64_t seq, size_t off,
                               uint64_t bytes, uint64_t holes, bool live);
 /* A cursor that stops holding blocks back (its output failed). */
