@@ -34,6 +34,8 @@ case " $CASES " in
     SSH="$T/sshd/ssh -c aes128-gcm@openssh.com $(id -un)@127.0.0.1"
     "$W" -q --genkey "$T/bench.key" --key-id bench || exit 1
     KEY="--key-file $T/bench.key"
+    # weir's --ssh cases, through the same sshd and cipher
+    WSSH="--ssh $(id -un)@127.0.0.1 --rsh '$T/sshd/ssh -c aes128-gcm@openssh.com' --remote-weir $W"
     echo "# sshd on 127.0.0.1:$SSHPORT for the ssh references" >&2 ;;
 esac
 
@@ -195,17 +197,14 @@ for c in $CASES; do
         run_case "\`weir -z --key-file\` vs \`lz4 -1 \| ssh -c aes128-gcm 'lz4 -d'\`" "≤ 0.35" ;;
     ssh_z)
         # one command over ssh against syncoid's recipe, both pushing the same data
-        WSSH="--ssh $(id -un)@127.0.0.1 --rsh '$T/sshd/ssh -c aes128-gcm@openssh.com' --remote-weir $W"
         prep_a() { A="$W -q -z $WSSH --remote 'cat >/dev/null' -i $MIX"; }
         prep_b() { B="lz4 -q -1 -c $MIX | mbuffer -q -s 128k -m 16M | $SSH 'mbuffer -q -s 128k -m 16M | lz4 -q -d -c >/dev/null'"; }
         run_case "\`weir -z --ssh\` push vs \`lz4 -1 | mbuffer | ssh -c aes128-gcm 'mbuffer | lz4 -d'\` (syncoid)" "≤ 0.35" ;;
     ssh_plain)
-        WSSH="--ssh $(id -un)@127.0.0.1 --rsh '$T/sshd/ssh -c aes128-gcm@openssh.com' --remote-weir $W"
         prep_a() { A="$W -q $WSSH --remote 'cat >/dev/null' -i $MIX"; }
         prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
         run_case "\`weir --ssh\` push vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 0.35" ;;
     ssh_tunnel)
-        WSSH="--ssh $(id -un)@127.0.0.1 --rsh '$T/sshd/ssh -c aes128-gcm@openssh.com' --remote-weir $W"
         prep_a() { A="$W -q --ssh-tunnel $WSSH --remote 'cat >/dev/null' -i $MIX"; }
         prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
         run_case "\`weir --ssh --ssh-tunnel\` vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 1.10" ;;

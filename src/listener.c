@@ -81,13 +81,17 @@ static void refusal(struct admission *a, const char *fmt, const char *peer, cons
 
 /* Tell a peer that may be a weir sender why it is refused, in an answer it
  * reads in place of a greeting or after it; a --raw listener never writes. */
-static void tell(struct admission *a, int fd, const char *msg)
+static void send_refusal(int fd, const char *msg)
 {
-    if (a->cfg->raw)
-        return;
     unsigned char rec[CODEC_RECORD_MAX];
     size_t n = codec_status(rec, WEIR_EXIT_NETWORK, 0, 0, msg);
     (void)send(fd, rec, n, MSG_NOSIGNAL | MSG_DONTWAIT);   /* best effort */
+}
+
+static void tell(struct admission *a, int fd, const char *msg)
+{
+    if (!a->cfg->raw)
+        send_refusal(fd, msg);
 }
 
 static void drop(struct admission *a, struct pending *c, const char *fmt, const char *why)
@@ -776,16 +780,13 @@ void listener_refuse_waiting(struct tcp_listener *l, bool raw, struct weir_log *
         int fd = accept4(l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return;
+        static const char why[] = LISTENER_BUSY " (this listener takes no other sender "
+                                  "until it ends)";
         char peer[80];
         tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
-        log_msg(log, LOG_WARN, "refused connection from %s: %s", peer,
-                LISTENER_BUSY " (this listener takes no other sender until it ends)");
+        log_msg(log, LOG_WARN, "refused connection from %s: %s", peer, why);
         if (!raw) {
-            unsigned char rec[CODEC_RECORD_MAX];
-            size_t n = codec_status(rec, WEIR_EXIT_NETWORK, 0, 0,
-                                    LISTENER_BUSY " (this listener takes no other sender until "
-                                    "it ends)");
-            (void)send(fd, rec, n, MSG_NOSIGNAL | MSG_DONTWAIT);   /* best effort */
+            send_refusal(fd, why);
             (void)shutdown(fd, SHUT_WR);
         }
         close(fd);
