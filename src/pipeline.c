@@ -455,6 +455,11 @@ static int open_input(struct pipeline *p, struct weir_error *err)
     const struct weir_config *c = p->cfg;
     switch (c->input) {
     case WEIR_IN_LISTEN:
+        if (!c->tcp.listen_port[0] && p->listen_fd >= 0) {   /* the caller's socket */
+            int fd = p->listen_fd;
+            p->listen_fd = -1;
+            return tcp_listener_adopt(&c->tcp, fd, &p->listener, err);
+        }
         if (!c->tcp.listen_port[0]) {   /* only the connection given (channel_fd) */
             memset(&p->listener, 0, sizeof p->listener);
             p->listener.fd = -1;
@@ -619,6 +624,7 @@ void weir_config_defaults(struct weir_config *c)
     c->reconnect = 300;
     c->progress_fd = -1;
     c->channel_fd = -1;
+    c->listen_fd = -1;
 }
 
 /* --key-file: the keys, and the handshakes' contexts for each side. */
@@ -760,6 +766,7 @@ int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_e
     transport_none(&p->in);
     p->listener.fd = -1;
     p->channel_fd = c->channel_fd;   /* owned from here on */
+    p->listen_fd = c->listen_fd;     /* so is this */
     p->encode = c->compress;
     p->may_decode = c->decode || (c->input == WEIR_IN_LISTEN && !c->tcp.raw);
     ratelimit_init(&p->read_rl, c->read_rate);
@@ -787,6 +794,8 @@ void weir_destroy(struct weir_engine *e)
     tcp_listener_close(&p->listener);
     if (p->channel_fd >= 0)
         close(p->channel_fd);
+    if (p->listen_fd >= 0)
+        close(p->listen_fd);
     transport_close(&p->in, false, &stopping, &ignored);
     if (p->has_producer)
         child_release(&p->producer);
@@ -1207,6 +1216,17 @@ void weir_fail(struct weir_engine *e, int status, const char *msg)
     struct weir_error err;
     error_set(&err, status, "%s", msg);
     pipeline_fail((struct pipeline *)e, &err);
+}
+
+bool weir_resumable(struct weir_engine *e)
+{
+    struct pipeline *p = (struct pipeline *)e;
+    sync_lock(&p->lock);
+    bool yes = p->resumable;
+    for (int i = 0; i < p->nout; i++)
+        yes = yes || p->out[i].resumable;
+    sync_unlock(&p->lock);
+    return yes;
 }
 
 int weir_listen_port(const struct weir_engine *e)

@@ -245,6 +245,7 @@ struct pipeline {
     double gap_since;          /* > 0: in a gap since then */
     struct tcp_listener listener;
     int channel_fd;            /* weir.h: a connection given, until the reader admits it */
+    int listen_fd;             /* weir.h: a listening socket given, until open_input takes it */
     pthread_t reader;
     bool reader_started;
     bool reader_running;       /* lock */

@@ -69,6 +69,11 @@ struct remote {
     bool push;                       /* the remote end receives */
     int path;                        /* SSH_PATH_*, from the request */
     int back_port;                   /* --connect-back: the local weir's port, else 0 */
+    /* both, when this end receives over a connection it accepted (a push
+     * made directly; a pull connected back): the listening socket, kept for
+     * the engine, to which a broken session's sender comes back */
+    struct tcp_listener keep;
+    bool ssh_lost;                   /* the ssh session ended while the transfer could resume */
     /* tunnel: the engine's end of a socket pair, relayed to and from the
      * ssh session's standard input and output */
     int relay[2];
@@ -528,7 +533,11 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
                  r->back.addr);
         int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->data_fd,
                             r->data_name, err);
-        tcp_listener_close(&r->back);
+        if (rc == 0 && o->pull)
+            r->keep = r->back;   /* the engine's, to be found again there */
+        else
+            tcp_listener_close(&r->back);
+        r->back.fd = -1;
         return rc;
     }
     if (strcmp(what, "tunnel") != 0)
@@ -570,6 +579,8 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
             n += (size_t)snprintf(req + n, cap - n, "opt -r%llu\n",
                                   (unsigned long long)o->read_rate);
     }
+    /* both ends wait the same for a broken connection to come back */
+    n += (size_t)snprintf(req + n, cap - n, "opt --reconnect=%g\n", o->reconnect);
     if (o->quiet)
         n += (size_t)snprintf(req + n, cap - n, "opt -q\n");
     for (int v = 0; v < o->verbosity && n < cap; v++)
@@ -635,7 +646,12 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     sync_lock(&r->lock);
     r->ready = true;
     sync_unlock(&r->lock);
-    log_msg(r->log, LOG_INFO, "ssh %s: weir %s answered", o->ssh_host, version);
+    if (strcmp(what, "listen") == 0)
+        log_msg(r->log, LOG_INFO, "ssh %s: weir %s answered; it listens on %s%s%s:%s",
+                o->ssh_host, version, strchr(addr, ':') ? "[" : "", addr,
+                strchr(addr, ':') ? "]" : "", r->port);
+    else
+        log_msg(r->log, LOG_INFO, "ssh %s: weir %s answered", o->ssh_host, version);
     return connect_data(r, what, err);
 }
 
@@ -649,7 +665,7 @@ int remote_local_new(struct remote **out, const struct weir_options *o, struct w
     r->log = log;
     r->ctl_in = r->ctl_out = r->err_fd = r->data_fd = -1;
     r->wake[0] = r->wake[1] = r->relay[0] = r->relay[1] = -1;
-    r->back.fd = -1;
+    r->back.fd = r->keep.fd = -1;
     atomic_init(&r->err_stop, false);
     atomic_init(&r->halt, false);
     atomic_init(&r->starting, false);
@@ -882,6 +898,10 @@ static int server_data(struct remote *r, struct weir_error *err)
     if (r->back_port > 0) {
         char port[16];
         snprintf(port, sizeof port, "%d", r->back_port);
+        /* test-only: connect back through a port that cuts the connection */
+        const char *via = getenv("WEIR_TEST_SSH_BACK_PORT");
+        if (via)
+            snprintf(port, sizeof port, "%s", via);
         snprintf(r->data_name, sizeof r->data_name, strchr(r->peer, ':')
                  ? "the local weir [%s]:%s (connected back)" : "the local weir %s:%s "
                  "(connected back)", r->peer, port);
@@ -924,7 +944,10 @@ static int server_data(struct remote *r, struct weir_error *err)
             snprintf(r->data_name, sizeof r->data_name, "the local weir %s (direct)", r->peer);
             int rc = accept_one(r, &l, r->peer, 2 * DIRECT_SECS, 600, &r->data_fd,
                                 r->data_name, err);
-            tcp_listener_close(&l);
+            if (rc == 0 && r->push)
+                r->keep = l;   /* the engine's, to be found again there */
+            else
+                tcp_listener_close(&l);
             return rc;
         }
         tcp_listener_close(&l);
@@ -963,7 +986,7 @@ int remote_server_new(struct remote **out, struct weir_log *log, struct weir_opt
     r->log = log;
     r->err_fd = r->data_fd = -1;
     r->wake[0] = r->wake[1] = r->relay[0] = r->relay[1] = -1;
-    r->back.fd = -1;
+    r->back.fd = r->keep.fd = -1;
     atomic_init(&r->err_stop, false);
     atomic_init(&r->halt, false);
     atomic_init(&r->starting, false);
@@ -1005,6 +1028,12 @@ static int serve_start(struct remote *r, struct weir_options *o, struct weir_err
         remote_refuse(r, err->status, err->msg);
         return -1;
     }
+    /* -l through --remote-opts: the record that outlives the ssh session */
+    if (o->log_path && !r->log->file && log_open_file(r->log, o->log_path)) {
+        error_sys(err, WEIR_EXIT_USAGE, errno, "log %s: open", o->log_path);
+        remote_refuse(r, err->status, err->msg);
+        return -1;
+    }
     /* the standard descriptors are not this transfer's */
     o->stdin_closed = o->stdout_closed = true;
     return server_data(r, err);
@@ -1027,6 +1056,7 @@ static bool woken(struct remote *r, int ms)
 static void *watch_main(void *arg)
 {
     struct remote *r = arg;
+    bool told = false;   /* the local weir said it is going (remote_finish) */
     for (;;) {
         struct pollfd pfd[2] = {{.fd = r->ctl_in, .events = POLLIN},
                                 {.fd = r->wake[0], .events = POLLIN}};
@@ -1041,8 +1071,18 @@ static void *watch_main(void *arg)
             continue;
         if (n <= 0)
             break;
+        told = true;
     }
-    weir_fail(r->engine, WEIR_EXIT_NETWORK, "the ssh session ended: the local weir is gone");
+    if (!told && weir_resumable(r->engine)) {
+        /* the ssh connection dropped, not the local weir: the transfer goes
+         * on, and a broken data connection is waited for as any other */
+        log_msg(r->log, LOG_WARN, "the ssh session ended without the local weir saying it "
+                "stopped: the transfer goes on, and waits for it up to --reconnect");
+        return NULL;
+    }
+    weir_fail(r->engine, WEIR_EXIT_NETWORK, told ? "the ssh session ended: the local weir "
+              "stopped" : "the ssh session ended (its connection dropped, or the local weir is "
+              "gone)");
     return NULL;
 }
 
@@ -1066,6 +1106,17 @@ static void *local_watch_main(void *arg)
     }
     if (si.si_code == CLD_EXITED && si.si_status == 0)
         return NULL;
+    bool dropped = (si.si_code == CLD_EXITED && si.si_status == 255) ||
+                   si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED;
+    if (dropped && weir_resumable(r->engine)) {
+        /* ssh itself ended, not the remote weir: the data's connection
+         * carries on, and is resumed if it breaks */
+        r->ssh_lost = true;
+        log_msg(r->log, LOG_WARN, "ssh %s: the ssh connection ended (%s %d); the transfer goes "
+                "on over its direct connection, without the remote end's messages",
+                r->o->ssh_host, si.si_code == CLD_EXITED ? "status" : "signal", si.si_status);
+        return NULL;
+    }
     if (woken(r, REMOTE_SETTLE_MS))
         return NULL;
     char msg[200];
@@ -1122,6 +1173,8 @@ int remote_configure(struct remote *r, struct weir_config *c, struct weir_error 
                 return -1;
             const char *colon = strrchr(r->back.addr, ':');
             back = colon ? atoi(colon + 1) : 0;
+            log_msg(r->log, LOG_INFO, "ssh %s: --connect-back: listening on %s", r->o->ssh_host,
+                    r->back.addr);
         }
         if (halt_watch(r, err))
             return -1;
@@ -1140,6 +1193,14 @@ int remote_configure(struct remote *r, struct weir_config *c, struct weir_error 
         c->channel_fd = r->data_fd;
         c->channel_trusted = r->tunnel;
         c->channel_name = r->data_name;
+        if (r->keep.fd >= 0) {
+            c->listen_fd = r->keep.fd;
+            r->keep.fd = -1;
+            /* only the local weir's host may come back (its key proves it is
+             * the local weir) */
+            if (r->server)
+                snprintf(c->tcp.allow_host, sizeof c->tcp.allow_host, "%s", r->peer);
+        }
     } else {
         struct weir_output *d = NULL;
         for (int i = 0; i < c->noutputs; i++)
@@ -1177,6 +1238,13 @@ static int verdict(struct remote *r, int status)
     int ws = r->ssh_status;
     char last[256];
     kept_line(r, r->ssh_line, last, sizeof last);
+    if (r->ssh_lost && status == 0) {
+        /* the remote end's answer came after its output and command were
+         * done: it vouches for the chain */
+        log_msg(r->log, LOG_INFO, "ssh %s: the transfer ended after its ssh connection did; the "
+                "remote end's answer vouches for it", host);
+        return 0;
+    }
     if (status != 0 && !r->ssh_stopped && !(WIFEXITED(ws) && WEXITSTATUS(ws) != 255))
         /* ssh itself ended badly: likely why the transfer failed */
         log_msg(r->log, LOG_ERROR, "ssh %s: the ssh connection ended (%s %d)%s%s", host,
@@ -1221,6 +1289,10 @@ int remote_finish(struct remote *r, int status)
     /* after a success the remote weir ends by itself; after a failure its
      * channel closes, and it stops as for SIGTERM */
     if (status != 0 || !ssh_reap(r, REMOTE_GRACE_SECS)) {
+        /* the remote weir takes the end of its ssh session for a dropped
+         * connection it may wait out, unless told first */
+        if (r->ctl_out >= 0 && !r->tunnel)
+            (void)put_all(r->ctl_out, "end\n", 4);
         if (r->ctl_in >= 0)
             close(r->ctl_in);
         r->ctl_in = r->ctl_out = -1;
@@ -1268,6 +1340,8 @@ void remote_free(struct remote *r)
         close(r->relay[1]);
     if (r->back.fd >= 0)
         tcp_listener_close(&r->back);
+    if (r->keep.fd >= 0)
+        tcp_listener_close(&r->keep);
     if (r->ctl_in >= 0)
         close(r->ctl_in);
     if (r->ctl_out >= 0 && r->ctl_out != r->ctl_in)

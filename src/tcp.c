@@ -153,6 +153,27 @@ int tcp_listen(const struct tcp_settings *o, struct tcp_listener *l, struct weir
     return result;
 }
 
+int tcp_listener_adopt(const struct tcp_settings *o, int fd, struct tcp_listener *l,
+                       struct weir_error *err)
+{
+    memset(l, 0, sizeof *l);
+    l->fd = -1;
+    struct sockaddr_storage ss;
+    socklen_t slen = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &slen) != 0) {
+        int e = errno;
+        close(fd);
+        return error_sys(err, WEIR_EXIT_NETWORK, e, "listening socket: getsockname");
+    }
+    if (o->allow_host[0] && resolve_allowed(l, o->allow_host, err)) {
+        close(fd);
+        return -1;
+    }
+    tcp_format_addr((struct sockaddr *)&ss, l->addr, sizeof l->addr);
+    l->fd = fd;
+    return 0;
+}
+
 static bool same_host(const struct sockaddr_storage *a, const struct sockaddr *peer)
 {
     const unsigned char *pa = NULL, *pb = NULL;

@@ -1351,9 +1351,10 @@ static bool writer_abort(struct output *o)
     sync_unlock(&p->lock);
     bool told = session_abort(&o->session, failed ? why.status : WEIR_EXIT_NETWORK,
                               failed ? why.msg : "sender stopped", rest, restlen);
-    if (!told) {
+    if (!told && o->spec->kind == WEIR_OUT_TCP)
         log_msg(p->log, LOG_DEBUG, "%s: the receiver could not be told why (%s); resetting "
                 "the connection", o->t.name, o->session.spoke ? strerror(errno) : "nothing sent");
+    if (!told) {
         o->t.ops->abort(&o->t);
     }
     return told;

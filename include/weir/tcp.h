@@ -46,6 +46,10 @@ struct tcp_listener {
 
 /* Bind and listen (non-blocking) as the settings say; fills addr. */
 int tcp_listen(const struct tcp_settings *s, struct tcp_listener *l, struct weir_error *err);
+/* A listening socket made elsewhere becomes l, with the settings'
+ * allow-list; fd is l's (closed) even on failure. */
+int tcp_listener_adopt(const struct tcp_settings *s, int fd, struct tcp_listener *l,
+                       struct weir_error *err);
 void tcp_listener_close(struct tcp_listener *l);
 /* Whether peer may connect: the allow-list, or anyone. */
 bool tcp_peer_allowed(const struct tcp_listener *l, const struct sockaddr *peer);

@@ -127,6 +127,11 @@ struct weir_config {
      * -1 (weir_config_defaults): none. */
     int channel_fd;
     bool channel_trusted;
+    /* WEIR_IN_LISTEN with tcp.listen_port empty: a listening socket the
+     * caller made (the one --ssh's connection came in on), which the engine
+     * takes over as -I's own; a resumable session's sender comes back to
+     * it.  tcp.allow_host still applies.  -1 (weir_config_defaults): none. */
+    int listen_fd;
     const char *channel_name;    /* what messages call it */
 
     /* keys: connections are authenticated and encrypted (tls.h, seal.h) */
@@ -169,6 +174,9 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s);
 void weir_fail(struct weir_engine *e, int status, const char *msg);
 /* After weir_create, with a listening input: the port it listens on. */
 int weir_listen_port(const struct weir_engine *e);
+/* While weir_run() runs: whether a break of the transfer's connection would
+ * now be resumed (a session named by the receiver, --reconnect). */
+bool weir_resumable(struct weir_engine *e);
 /* After weir_run: whether every output was complete. */
 bool weir_succeeded(const struct weir_engine *e);
 void weir_destroy(struct weir_engine *e);

@@ -183,8 +183,8 @@ kill -0 "$rpid" 2>/dev/null && fail "the remote weir $rpid still runs after SIGI
 kill -0 "$spid" 2>/dev/null && fail "the remote consumer $spid still runs after SIGINT"
 ok "SIGINT: the remote weir and its consumer are gone"
 
-# ssh killed mid-transfer
-bg "$WEIR" -q "${SSH[@]}" --remote "sleep 30" -i "$TMP/in"
+# ssh killed mid-transfer, with resuming off (ssh_resume.sh: with it on)
+bg "$WEIR" -q --reconnect 0 "${SSH[@]}" --remote "sleep 30" -i "$TMP/in"
 for _ in $(seq 200); do
     sshpid=$(pgrep -f -- "-i $TMP/sshd/user_key.*--ssh-server" | head -1)
     spid=$(pgrep -f -x "sleep 30" | head -1)

@@ -41,7 +41,9 @@
  *                              no connection is left
  *         --hold SECS          leave each new connection alone for SECS
  *                              before connecting it to the target
- *       the target refusing resets the client ("connect to target failed")
+ *       the target refusing resets the client ("connect to target failed");
+ *       TARGET_PORT @FILE: the port is read from FILE when a connection
+ *       comes, waiting up to 10 s for FILE to hold it
  *   testtool crowd PORT N BYTES [SRC]  open N connections to 127.0.0.1:PORT
  *       (from address SRC if given), send BYTES bytes of junk on each, print
  *       "crowd ready", then hold them open until stdin closes
@@ -445,6 +447,7 @@ struct link {                   /* one client's connection and its server's */
     int fd[2];                  /* the client, the server; -1 when closed */
     int slot[2];                /* their places in the poll set, -1 if none */
     double until;               /* held: when the hold ends (microseconds) */
+    double born;                /* when it was accepted (microseconds) */
     unsigned long long up;      /* client-to-server bytes taken */
     struct flow flow[2];        /* flow d goes from fd[d] to fd[!d] */
     struct link *next;
@@ -452,6 +455,7 @@ struct link {                   /* one client's connection and its server's */
 
 struct cutproxy {
     int target, lfd;
+    const char *target_file;    /* @FILE: the target's port, once FILE holds it */
     int cuts, made, refuse;     /* cuts to make, cuts made, --refuse-after */
     enum cutmode mode;
     unsigned long long every, mute;
@@ -526,6 +530,22 @@ static void give_up(struct link *c)
 /* Start connecting to the target without waiting for it. */
 static void dial(struct cutproxy *p, struct link *c)
 {
+    if (p->target <= 0) {   /* @FILE: the port is not known yet */
+        FILE *f = fopen(p->target_file, "r");
+        if (!f || fscanf(f, "%d", &p->target) != 1)
+            p->target = 0;
+        if (f)
+            fclose(f);
+        if (p->target <= 0) {
+            if (now_us() - c->born > 10e6) {
+                give_up(c);
+                return;
+            }
+            c->state = HELD;
+            c->until = now_us() + 20e3;
+            return;
+        }
+    }
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->target),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     c->fd[1] = socket(AF_INET, SOCK_STREAM, 0);
@@ -574,7 +594,8 @@ static void admit(struct cutproxy *p)
     c->fd[1] = -1;
     c->slot[0] = c->slot[1] = -1;
     c->state = HELD;
-    c->until = now_us() + p->hold * 1e6;
+    c->born = now_us();
+    c->until = c->born + p->hold * 1e6;
     c->next = p->links;
     p->links = c;
     if (p->hold <= 0)
@@ -772,11 +793,15 @@ static int cmd_cutproxy(int argc, char **argv)
 {
     static const char *modes[] = {"reset", "cut", "silent"};
     struct cutproxy p = {.target = atoi(argv[2]), .cuts = atoi(argv[3]), .lfd = -1};
+    if (argv[2][0] == '@') {
+        p.target_file = argv[2] + 1;
+        p.target = 0;
+    }
     int m = -1;
     for (int i = 0; i < 3; i++)
         if (strcmp(argv[5], modes[i]) == 0)
             m = i;
-    if (p.target <= 0 || p.cuts < 0 || parse_size(argv[4], &p.every) || m < 0) {
+    if ((p.target <= 0 && !p.target_file) || p.cuts < 0 || parse_size(argv[4], &p.every) || m < 0) {
         fprintf(stderr, "testtool: cutproxy TARGET_PORT CUTS EVERY reset|cut|silent "
                         "[GAP_SECS] [--mute-back BYTES] [--refuse-after N] [--hold SECS]\n");
         return 1;

@@ -1,0 +1,123 @@
+#!/bin/bash
+# Purpose: an --ssh transfer whose data connection breaks resumes where the
+# receiver stopped, as between two weirs started by hand: a push made
+# directly and a pull connected back, each cut by the fault proxy, arrive
+# whole.  The ssh session dropping mid-transfer (its sshd killed) does not
+# stop either weir: the transfer ends over its direct connection, exit 0.
+# A local weir killed outright leaves its remote end waiting only until
+# --reconnect runs out; with --reconnect 0 an ssh drop fails as before.
+. "$(dirname "$0")/lib.sh"
+SSHD=$(dirname "$0")/../tools/sshd.sh
+stop_sshd() { bash "$SSHD" stop "$TMP/sshd"; cleanup; }
+trap stop_sshd EXIT
+bash "$SSHD" start "$TMP/sshd" >"$TMP/sshd.port" 2>"$TMP/sshd.err" ||
+    { cat "$TMP/sshd.err" >&2; fail "could not start a throwaway sshd (openssh-server)"; }
+ok "a throwaway sshd runs on 127.0.0.1:$(cat "$TMP/sshd.port")"
+HOST="$(id -un)@127.0.0.1"
+SSH=(--ssh "$HOST" --rsh "$TMP/sshd/ssh")
+SIZE=$(sized 40000003 12000007)
+gen "$TMP/in" "$SIZE" mixed
+
+# proxy CUTS EVERY MODE: a cut proxy whose target port is written to
+# $TMP/target later (the remote weir's port is known only once it answers);
+# sets PPORT, PPID_
+proxy() {
+    rm -f "$TMP/proxy" "$TMP/target"
+    "$TESTTOOL" cutproxy "@$TMP/target" "$@" >"$TMP/proxy" &
+    PPID_=$!
+    PIDS+=("$PPID_")
+    wait_for "$TMP/proxy" "proxy listening on" 10
+    PPORT=$(grep -o 'listening on [0-9]*' "$TMP/proxy" | grep -o '[0-9]*$')
+}
+
+# target FILE TEXT: the port at the end of the line of FILE holding TEXT
+# becomes the proxy's target
+target() {
+    wait_for "$1" "$2" 60
+    grep -o -e "$2.*" "$1" | head -n1 | grep -o '[0-9]*$' >"$TMP/target.new"
+    mv "$TMP/target.new" "$TMP/target"
+}
+
+# a push made directly, its data connection reset 3 times (ssh intact)
+proxy 3 $((SIZE / 12)) reset
+rm -f "$TMP/out"
+WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$WEIR" \
+    --remote "cat >'$TMP/out'" -i "$TMP/in" 2>"$TMP/err"
+target "$TMP/err" "it listens on "
+wait_bounded "$BPID" 120
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "push, 3 resets: exit $STATUS"; }
+ok "push -z, its connection reset 3 times: exit 0"
+same "$TMP/in" "$TMP/out" "push -z, 3 resets: identical"
+[ "$(grep -c '^cut ' "$TMP/proxy")" -eq 3 ] || fail "the proxy did not cut 3 times"
+has_msg "$TMP/err" "3 reconnections" "push: the local summary counts them"
+has_msg "$TMP/err" "remote: summary:" "push: the remote summary arrives"
+grep "remote: summary:" "$TMP/err" | grep -qF "3 reconnections" ||
+    fail "push: the remote summary does not count them"
+ok "push: the remote summary counts them"
+kill "$PPID_" 2>/dev/null
+
+# a pull connected back, its data connection reset twice: the remote weir
+# connects back through the proxy (a wrapper gives it the test hook)
+proxy 2 $((SIZE / 12)) reset
+printf '#!/bin/sh\nWEIR_TEST_SSH_BACK_PORT=%s exec %s "$@"\n' "$PPORT" "$WEIR" >"$TMP/rweir"
+chmod 755 "$TMP/rweir"
+rm -f "$TMP/out2"
+bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$TMP/rweir" --connect-back --pull \
+    --remote "cat '$TMP/in'" -o "$TMP/out2" 2>"$TMP/err"
+target "$TMP/err" "--connect-back: listening on "
+wait_bounded "$BPID" 120
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "pull --connect-back, 2 resets: exit $STATUS"; }
+ok "pull --connect-back -z, its connection reset twice: exit 0"
+same "$TMP/in" "$TMP/out2" "pull --connect-back, 2 resets: identical"
+has_msg "$TMP/err" "2 reconnections" "pull: the local summary counts them"
+kill "$PPID_" 2>/dev/null
+
+# the ssh session dropped mid-transfer (the server side's sshd killed), then
+# the data connection reset once: the transfer still ends whole
+proxy 1 $((SIZE * 2 / 3)) reset
+rm -f "$TMP/out"
+WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -r 8M "${SSH[@]}" --remote-weir "$WEIR" \
+    --remote "cat >'$TMP/out'" -i "$TMP/in" 2>"$TMP/err"
+target "$TMP/err" "it listens on "
+wait_size "$TMP/out" 1000000 60   # the session is under way (the receiver named it)
+sshds=$(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
+[ -n "$sshds" ] || fail "no sshd session process seen"
+kill -9 $sshds
+wait_bounded "$BPID" 120
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "ssh dropped, then a reset: exit $STATUS"; }
+ok "the ssh session dropped, then the data connection reset: exit 0"
+same "$TMP/in" "$TMP/out" "ssh dropped, then a reset: identical"
+has_msg "$TMP/err" "the ssh connection ended (status 255); the transfer goes on over its direct connection" \
+    "ssh dropped: said, with what happens next"
+has_msg "$TMP/err" "1 reconnection" "ssh dropped: the reconnection counted"
+has_msg "$TMP/err" "the remote end's answer vouches for it" "ssh dropped: why exit 0 is earned"
+kill "$PPID_" 2>/dev/null
+
+# with --reconnect 0 the same drop fails the transfer, as before
+rm -f "$TMP/out"
+bg "$WEIR" -q -r 8M --reconnect 0 "${SSH[@]}" --remote-weir "$WEIR" --remote "cat >'$TMP/out'" \
+    -i "$TMP/in" 2>"$TMP/err"
+wait_size "$TMP/out" 1000000 60
+kill -9 $(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
+wait_bounded "$BPID" 30
+[ "$STATUS" -eq 5 ] || { cat "$TMP/err" >&2; fail "--reconnect 0, ssh dropped: exit $STATUS"; }
+ok "--reconnect 0, the ssh session dropped: exit 5"
+has_msg "$TMP/err" "the ssh session ended (its connection dropped, or the local weir is gone)" \
+    "--reconnect 0: the remote end says why it stopped"
+
+# the local weir killed outright: its remote end waits out --reconnect 3,
+# says so in its log (-l through --remote-opts), and leaves nothing running
+rm -f "$TMP/out" "$TMP/rlog"
+bg "$WEIR" -q -r 8M --reconnect 3 "${SSH[@]}" --remote-weir "$WEIR" --remote-opts "-l $TMP/rlog" \
+    --remote "cat >'$TMP/out'" -i "$TMP/in"
+wait_size "$TMP/out" 1000000 60
+rpid=$(pgrep -f -x -- "$WEIR --ssh-server" | head -1)
+[ -n "$rpid" ] || fail "no remote weir seen"
+kill -9 "$BPID"
+for _ in $(seq 400); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$rpid" 2>/dev/null && fail "the remote weir $rpid still runs 20 s after the local one died"
+ok "the local weir killed: the remote weir gave up within --reconnect and a margin"
+has_msg "$TMP/rlog" "the sender did not come back within 3 s" "the remote weir's log says why"
+pgrep -f -x "cat >$TMP/out" >/dev/null && fail "the remote consumer still runs"
+ok "the local weir killed: the remote consumer is gone"
+done_testing
