@@ -50,8 +50,7 @@
 /* resuming: the stream is confirmed to the sender at least every this many
  * bytes, and whenever the connection has nothing more to read for now (the
  * sender may be waiting for the confirmation to free its buffer) */
-#define CONFIRM_BYTES (4u << 20)
-#define CONFIRM_GAP 0.002
+#define CONFIRM_IDLE_MS 2   /* an idle connection's bytes are confirmed after this */
 /* and a connection silent this long while another knocks is taken for dead */
 #define RESUME_SILENCE_SECS 10.0
 
@@ -79,7 +78,8 @@ struct reader {
     bool scan_eof;           /* the input ended after them */
     struct weir_error gone;  /* resuming: the sender did not come back (msg "" until then) */
     double next_knock;       /* resuming: when to look for other connections next */
-    double next_confirm;     /* resuming: the earliest a dry connection is confirmed again */
+    bool owe_confirm;        /* resuming: the last read drained the connection, with
+                                bytes unconfirmed */
 };
 
 static int resume_input(struct reader *r, const char *cause);
@@ -103,14 +103,6 @@ static bool broken_session(struct reader *r, ssize_t got, int err)
     return err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
            err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN || err == EHOSTDOWN ||
            (err == EPIPE && p->in.sealed);
-}
-
-/* Whether the connection has more bytes waiting now: while it has, a
- * confirmation can wait for them (the sender is still sending). */
-static bool more_to_read(const struct pipeline *p)
-{
-    struct pollfd pfd = {.fd = p->in.fd, .events = POLLIN};
-    return poll(&pfd, 1, 0) > 0;
 }
 
 /* While the session's connection brings data, anyone else who connects
@@ -192,6 +184,16 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
         if (n > READ_MAX)
             n = READ_MAX;
         n = ratelimit_chunk(&p->read_rl, n);
+        if (r->owe_confirm) {
+            /* the connection ran dry: a sender that goes on sending needs
+             * no confirmation yet; one that stays silent for CONFIRM_IDLE_MS
+             * may be waiting for room in its buffer, so it gets one (the
+             * read would wait here anyway) */
+            r->owe_confirm = false;
+            if (p->in.ops->wait(&p->in, POLLIN, CONFIRM_IDLE_MS, &p->stop) != 0 &&
+                errno == ETIMEDOUT)
+                confirm(p, atomic_load(&p->held));
+        }
         bool silent = false;
         ssize_t got = read_watching(r, buf, n, &silent);
         if (got <= 0 && broken_session(r, got, errno)) {
@@ -224,17 +226,13 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
             bool resumable = p->resumable;
             uint64_t unconfirmed = held - p->confirmed;
             sync_unlock(&p->lock);
-            /* every CONFIRM_BYTES; and when the connection ran dry (the
-             * sender may wait for room), at most every CONFIRM_GAP s: each
-             * confirmation wakes the sender's back channel and its reader */
-            double now = clock_now();
-            bool due = resumable && (unconfirmed >= CONFIRM_BYTES ||
-                                     (now >= r->next_confirm &&
-                                      ((size_t)got < n || !more_to_read(p))));
-            if (due) {
+            /* every CODEC_CONFIRM_BYTES, and once the connection stays idle
+             * (above): each confirmation wakes the sender's back channel
+             * and its reader, so a busy connection gets few */
+            if (resumable && unconfirmed >= CODEC_CONFIRM_BYTES)
                 confirm(p, held);
-                r->next_confirm = now + CONFIRM_GAP;
-            }
+            else
+                r->owe_confirm = resumable && unconfirmed > 0 && (size_t)got < n;
             refuse_others(r);
             if (ratelimit_take(&p->read_rl, (size_t)got, &p->stop)) {
                 errno = ECANCELED;

@@ -95,6 +95,10 @@ void ring_release_locked(struct ring *r)
             min_bytes = c->bytes;
     }
     r->min_out = min_bytes;
+    /* blocks only a holder keeps do not count against the read window:
+     * an output moving on past one makes room for the reader as surely as
+     * freeing it would */
+    bool widened = min_read - min_seq > r->held_back;
     r->held_back = min_read - min_seq;
     bool freed = false;
     while (r->tail < min_seq) {
@@ -107,7 +111,7 @@ void ring_release_locked(struct ring *r)
         freed = true;
     }
     /* a throttled reader (-p) watches the fill, which every read lowers */
-    if (freed || r->throttled)
+    if (freed || widened || r->throttled)
         sync_broadcast(&r->space_cv);
 }
 

@@ -108,6 +108,9 @@
  * cut the sender comes back with 'R' and resumes where the receiver
  * stopped; a receiver offers it while it would wait for such a sender */
 #define CODEC_FEATURE_RESUME 0x10u
+/* a receiver of a resumable session confirms at least every this many
+ * stream bytes (and sooner when the connection goes idle) */
+#define CODEC_CONFIRM_BYTES (4u << 20)
 #define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES)   /* every end's */
 #define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | \
                               CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST | \

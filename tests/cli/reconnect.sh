@@ -69,14 +69,15 @@ resume "-z and a key into a consumer, cut 5 times" 5 $((every / 4)) cut -z --key
 resume "cut inside the first record" 1 100 reset -- -o "$TMP/out"
 resume "cut right after the first byte of data" 1 57 cut -s 4k -- -o "$TMP/out"
 # small blocks, a small buffer: thousands of records between confirmations
-resume "-s 4k -m 1M, reset 5 times" 5 $((SIZE / 37)) reset -s 4k -m 1M -- -o "$TMP/out"
-# a buffer under 1 MiB (or 4 blocks) cannot hold what travels unconfirmed:
-# such a sender does not offer resuming, and a break fails as before
+resume "-s 4k -m 8M, reset 5 times" 5 $((SIZE / 37)) reset -s 4k -m 8M -- -o "$TMP/out"
+# a buffer under 8 MiB (twice the receiver's confirmation interval) or 4
+# blocks would wait on every confirmation: such a sender does not offer
+# resuming, and a break fails as before
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 1 -o "$TMP/out"
 proxy "$LPORT" 1 $((SIZE / 4)) reset
-expect 5 "a sender with a 256 KiB buffer does not resume" \
-    "$WEIR" -q -s 4k -m 256k -i "$TMP/in" -O "127.0.0.1:$PPORT"
+expect 5 "a sender with a 4 MiB buffer does not resume" \
+    "$WEIR" -q -s 64k -m 4M -i "$TMP/in" -O "127.0.0.1:$PPORT"
 wait_bounded "$LPID" 30
 [ "$STATUS" -ne 0 ] || fail "the receiver of a sender that cannot resume exited 0"
 kill "$PPID_" 2>/dev/null
@@ -109,11 +110,11 @@ kill "$PPID_" 2>/dev/null
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -R 40M -o "$TMP/out"
 proxy "$LPORT" 2 $((SIZE / 8)) reset
-"$WEIR" -m 2M -s 64k -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" ||
+"$WEIR" -m 8M -s 64k -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" ||
     { cat "$TMP/serr"; fail "full buffer: sender"; }
 wait_bounded "$LPID" 60
 [ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "full buffer: receiver exit $STATUS"; }
-has_msg "$TMP/serr" "2 reconnections" "cut twice while the sender's 2 MiB buffer was full"
+has_msg "$TMP/serr" "2 reconnections" "cut twice while the sender's 8 MiB buffer was full"
 same "$TMP/in" "$TMP/out" "cut while the buffer was full: whole"
 
 # a black hole: the proxy stops relaying but keeps both sockets open.  The
