@@ -201,6 +201,8 @@ static int serve_ssh(struct weir_log *log, struct progress *pr)
         if (!remote_refused(r))   /* else the local weir says it */
             log_msg(log, LOG_ERROR, "%s", err.msg);
         status = err.status;
+    } else if (remote_rejoining(r)) {
+        status = remote_relay(r);
     } else {
         log->quiet = o.quiet;
         log->verbosity = o.verbosity;

@@ -73,7 +73,14 @@ struct remote {
      * made directly; a pull connected back): the listening socket, kept for
      * the engine, to which a broken session's sender comes back */
     struct tcp_listener keep;
+    char keep_host[64];              /* server: who comes back to it (the tunnel's: this host) */
     bool ssh_lost;                   /* the ssh session ended while the transfer could resume */
+    /* the tunnel (a push): where the remote weir waits for a broken
+     * transfer to come back, which a new ssh session reaches from its host
+     * (local: to dial through; server --ssh-server with a "rejoin" request:
+     * to connect to and relay) */
+    char rejoin_addr[80], rejoin_port[16];
+    bool rejoin;                     /* server: this session only relays a rejoining tunnel */
     /* tunnel: the engine's end of a socket pair, relayed to and from the
      * ssh session's standard input and output */
     int relay[2];
@@ -96,6 +103,9 @@ struct remote {
     pthread_t watch_thread;
     bool watch_started;
 };
+
+static void *relay_in_main(void *arg);
+static void *relay_out_main(void *arg);
 
 /* ---- lines on the channel ------------------------------------------------- */
 
@@ -312,10 +322,14 @@ static int shell_quote(char *dst, size_t cap, const char *s)
     return 0;
 }
 
-/* In the child, between fork and exec: only async-signal-safe calls. */
-static void exec_ssh(int ctl, int errfd, char *const *argv, pid_t parent)
+/* In the child, between fork and exec: only async-signal-safe calls.
+ * tied: SIGTERM when the forking thread ends (the main thread's ssh dies
+ * with this weir); a tunnel's later sessions are forked by a writer, which
+ * ends before its transfer's ssh does, and are stopped by remote_free. */
+static void exec_ssh(int ctl, int errfd, char *const *argv, pid_t parent, bool tied)
 {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (tied)
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         _exit(127);
     if (dup2(ctl, STDIN_FILENO) < 0 || dup2(ctl, STDOUT_FILENO) < 0 ||
@@ -332,7 +346,7 @@ static void exec_ssh(int ctl, int errfd, char *const *argv, pid_t parent)
 /* sh -c 'exec RSH "$@"' weir-ssh HOST 'REMOTE-WEIR' --ssh-server: the --rsh
  * string is the local shell's to split (as rsync's --rsh is), the host and
  * the remote weir's name are arguments, never spliced into it. */
-static int spawn_ssh(struct remote *r, struct weir_error *err)
+static int spawn_ssh(struct remote *r, bool tied, struct weir_error *err)
 {
     const struct weir_options *o = r->o;
     char script[1200], remote_cmd[1200];
@@ -355,7 +369,7 @@ static int spawn_ssh(struct remote *r, struct weir_error *err)
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        exec_ssh(sp[1], ep[1], argv, parent);
+        exec_ssh(sp[1], ep[1], argv, parent, tied);
     int e = errno;
     close(sp[1]);
     close(ep[1]);
@@ -363,7 +377,10 @@ static int spawn_ssh(struct remote *r, struct weir_error *err)
         close(sp[0]), close(ep[0]);
         return error_sys(err, WEIR_EXIT_INTERNAL, e, "ssh %s: fork", o->ssh_host);
     }
-    r->ssh_pid = pid;
+    sync_lock(&r->lock);
+    r->ssh_pid = pid;   /* the watch thread reads it */
+    r->ssh_reaped = false;
+    sync_unlock(&r->lock);
     r->ctl_in = r->ctl_out = sp[0];
     r->err_fd = ep[0];
     if (sync_create(&r->err_thread, err_main, r, err))
@@ -643,6 +660,12 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     snprintf(r->remote_version, sizeof r->remote_version, "%s", version);
     snprintf(r->addr, sizeof r->addr, "%s", addr);
     snprintf(r->port, sizeof r->port, "%d", cport);
+    if (!o->pull && cport > 0 && strcmp(addr, "-") != 0) {
+        /* a push: should the data go through ssh, a new session can reach
+         * the remote weir here, from its host, after a break */
+        snprintf(r->rejoin_addr, sizeof r->rejoin_addr, "%s", addr);
+        snprintf(r->rejoin_port, sizeof r->rejoin_port, "%d", cport);
+    }
     sync_lock(&r->lock);
     r->ready = true;
     sync_unlock(&r->lock);
@@ -653,6 +676,78 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     else
         log_msg(r->log, LOG_INFO, "ssh %s: weir %s answered", o->ssh_host, version);
     return connect_data(r, what, err);
+}
+
+/* The ssh session that carried a tunnel's transfer is over: stopped if it
+ * still runs, reaped, and its standard error read to the end. */
+static void end_ssh(struct remote *r)
+{
+    if (!r->ssh_reaped && r->ssh_pid > 0 && !ssh_reap(r, 0)) {
+        kill(r->ssh_pid, SIGTERM);
+        if (!ssh_reap(r, 2.0)) {
+            kill(r->ssh_pid, SIGKILL);
+            ssh_reap(r, 2.0);
+        }
+    }
+    atomic_store(&r->err_stop, true);
+    if (r->err_started)
+        pthread_join(r->err_thread, NULL);
+    r->err_started = false;
+    atomic_store(&r->err_stop, false);
+    if (r->ctl_in >= 0)
+        close(r->ctl_in);
+    r->ctl_in = r->ctl_out = -1;
+    if (r->err_fd >= 0)
+        close(r->err_fd);
+    r->err_fd = -1;
+}
+
+/* A push through ssh that broke (weir.h, redial): a new ssh session, whose
+ * weir --ssh-server connects to the port the remote weir keeps for it and
+ * relays; the engine then resumes through it as through any connection. */
+static int tunnel_redial(void *ctx, double timeout, atomic_bool *stop, int *fd,
+                         struct weir_error *err)
+{
+    struct remote *r = ctx;
+    const char *host = r->o->ssh_host;
+    end_ssh(r);
+    if (spawn_ssh(r, false, err)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req, "weir-ssh %d %s\nrejoin %s %s\ngo\n", REMOTE_PROTOCOL,
+                     WEIR_VERSION, r->rejoin_addr, r->rejoin_port);
+    struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + timeout, .halt = stop};
+    char line[600];
+    if (put_all(r->ctl_out, req, (size_t)n) != 0 || get_line(&rd, line, sizeof line) < 0) {
+        int e = errno;
+        if (e != ECANCELED)
+            error_set(err, WEIR_EXIT_NETWORK, "ssh %s: a new ssh session: %s", host,
+                      e == EPIPE ? "it ended before it answered" : strerror(e));
+        errno = e == ECANCELED ? ECANCELED : EAGAIN;
+        return -1;
+    }
+    if (strncmp(line, "refused ", 8) == 0) {
+        int used = 0, code;
+        if (sscanf(line + 8, "%d %n", &code, &used) < 1)
+            used = 0;
+        error_set(err, WEIR_EXIT_NETWORK, "remote: %s", line + 8 + used);
+        /* nothing listens where the remote weir waited: it is gone */
+        errno = strstr(line, "Connection refused") ? ECONNREFUSED : EAGAIN;
+        return -1;
+    }
+    if (strncmp(line, "ready ", 6) != 0) {
+        error_set(err, WEIR_EXIT_NETWORK, "ssh %s: a new ssh session answered '%.80s'", host,
+                  line);
+        errno = EPROTO;
+        return -1;
+    }
+    *fd = fcntl(r->ctl_in, F_DUPFD_CLOEXEC, 3);
+    if (*fd < 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "ssh %s: dup", host);
+    log_msg(r->log, LOG_INFO, "ssh %s: a new ssh session carries the transfer", host);
+    return 0;
 }
 
 int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
@@ -718,6 +813,42 @@ bool remote_refused(const struct remote *r)
     return r && r->refused;
 }
 
+bool remote_rejoining(const struct remote *r)
+{
+    return r && r->rejoin;
+}
+
+int remote_relay(struct remote *r)
+{
+    /* nothing here to stop cleanly: a signal ends the relay as it ends any
+     * process (the threads inherit this mask) */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    r->relay[1] = r->data_fd;
+    r->data_fd = -1;
+    struct weir_error err;
+    if (sync_create(&r->relay_in, relay_in_main, r, &err) == 0)
+        r->relay_in_started = true;
+    if (r->relay_in_started && sync_create(&r->relay_out, relay_out_main, r, &err) == 0)
+        r->relay_out_started = true;
+    if (!r->relay_out_started) {
+        log_msg(r->log, LOG_ERROR, "%s", err.msg);
+        return WEIR_EXIT_INTERNAL;
+    }
+    /* the transfer's weir closing its end is the end (its answer is the
+     * last of what it sends); then the local weir's side stops too */
+    pthread_join(r->relay_out, NULL);
+    r->relay_out_started = false;
+    (void)!write(r->wake[1], "x", 1);
+    pthread_join(r->relay_in, NULL);
+    r->relay_in_started = false;
+    return WEIR_EXIT_OK;
+}
+
 /* Read the request: its lines into argv (opt), the key (secret memory) and
  * the command. */
 static int read_request(struct remote *r, struct weir_error *err)
@@ -752,7 +883,12 @@ static int read_request(struct remote *r, struct weir_error *err)
                                               "--ssh-server: the request");
         if (strcmp(line, "go") == 0)
             break;
-        if (strcmp(line, "mode push") == 0 || strcmp(line, "mode pull") == 0) {
+        if (strncmp(line, "rejoin ", 7) == 0) {
+            /* a tunnel's transfer comes back through this new session */
+            if (sscanf(line + 7, "%79s %15s", r->rejoin_addr, r->rejoin_port) != 2)
+                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad rejoin line");
+            r->rejoin = true;
+        } else if (strcmp(line, "mode push") == 0 || strcmp(line, "mode pull") == 0) {
             r->push = line[5] == 'p' && line[6] == 'u' && line[7] == 's';
             have_mode = true;
         } else if (strncmp(line, "port ", 5) == 0) {
@@ -802,6 +938,8 @@ static int read_request(struct remote *r, struct weir_error *err)
         }
     }
     OPENSSL_cleanse(line, sizeof line);
+    if (r->rejoin)
+        return 0;
     if (!have_mode || !cmd || !r->key || port < 0 || port > 65535)
         return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: incomplete request");
     r->back_port = port;
@@ -928,13 +1066,33 @@ static int server_data(struct remote *r, struct weir_error *err)
         }
         what = "listen";
     }
-    const char *colon = l.fd >= 0 ? strrchr(l.addr, ':') : NULL;
+    /* a push through ssh: a port on this host's loopback, where a new ssh
+     * session brings the local weir back after a break (its ADDR and PORT
+     * in the answer) */
+    struct tcp_listener lo;
+    memset(&lo, 0, sizeof lo);
+    lo.fd = -1;
+    if (strcmp(what, "tunnel") == 0 && r->push) {
+        struct tcp_settings ls = {.family = AF_INET, .bind_addr = "127.0.0.1"};
+        snprintf(ls.listen_port, sizeof ls.listen_port, "0");
+        struct weir_error lerr;
+        if (tcp_listen(&ls, &lo, &lerr) != 0)
+            log_msg(r->log, LOG_WARN, "%s: a break of this transfer cannot be resumed", lerr.msg);
+    }
+    const struct tcp_listener *told = l.fd >= 0 ? &l : &lo;
+    const char *colon = told->fd >= 0 ? strrchr(told->addr, ':') : NULL;
     char line[300];
     int n = snprintf(line, sizeof line, "ready %d %s %s %s %d\n", REMOTE_PROTOCOL,
-                     WEIR_VERSION, what, l.fd >= 0 ? r->self : "-", colon ? atoi(colon + 1) : 0);
+                     WEIR_VERSION, what, l.fd >= 0 ? r->self : lo.fd >= 0 ? "127.0.0.1" : "-",
+                     colon ? atoi(colon + 1) : 0);
     if (put_all(r->ctl_out, line, (size_t)n) != 0) {
         tcp_listener_close(&l);
+        tcp_listener_close(&lo);
         return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the ssh channel");
+    }
+    if (lo.fd >= 0) {
+        r->keep = lo;
+        snprintf(r->keep_host, sizeof r->keep_host, "127.0.0.1");
     }
     if (l.fd >= 0) {
         struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS,
@@ -944,13 +1102,21 @@ static int server_data(struct remote *r, struct weir_error *err)
             snprintf(r->data_name, sizeof r->data_name, "the local weir %s (direct)", r->peer);
             int rc = accept_one(r, &l, r->peer, 2 * DIRECT_SECS, 600, &r->data_fd,
                                 r->data_name, err);
-            if (rc == 0 && r->push)
+            if (rc == 0 && r->push) {
                 r->keep = l;   /* the engine's, to be found again there */
-            else
+                snprintf(r->keep_host, sizeof r->keep_host, "%s", r->peer);
+            } else {
                 tcp_listener_close(&l);
+            }
             return rc;
         }
-        tcp_listener_close(&l);
+        if (len >= 0 && strcmp(line, "via tunnel") == 0 && r->push) {
+            /* the data comes through ssh: a new session may come back here */
+            r->keep = l;
+            snprintf(r->keep_host, sizeof r->keep_host, "%s", r->self);
+        } else {
+            tcp_listener_close(&l);
+        }
         if (len < 0 && errno == ECANCELED)
             return halted(r, "waiting for the local weir's connection", err);
         if (len < 0 || strcmp(line, "via tunnel") != 0)
@@ -1023,6 +1189,24 @@ static int serve_start(struct remote *r, struct weir_options *o, struct weir_err
     if (ssh_connection(r, err) || (n = read_request(r, err)) < 0) {
         remote_refuse(r, err->status, err->msg);
         return -1;
+    }
+    if (r->rejoin) {
+        /* connect to the remote weir's port on this host, for remote_relay */
+        struct tcp_settings ts = {.family = AF_UNSPEC, .connect_timeout = DIRECT_SECS,
+                                  .io_timeout = 600};
+        snprintf(r->data_name, sizeof r->data_name, "the transfer's weir at %s:%s",
+                 r->rejoin_addr, r->rejoin_port);
+        if (tcp_connect(r->rejoin_addr, r->rejoin_port, &ts, &r->halt, r->log, r->data_name,
+                        &r->data_fd, err)) {
+            remote_refuse(r, err->status, err->msg);
+            return -1;
+        }
+        char line[200];
+        int len = snprintf(line, sizeof line, "ready %d %s rejoin - 0\n", REMOTE_PROTOCOL,
+                           WEIR_VERSION);
+        if (put_all(r->ctl_out, line, (size_t)len) != 0)
+            return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the ssh channel");
+        return 0;
     }
     if (options_parse(n, r->argv, o, err)) {
         remote_refuse(r, err->status, err->msg);
@@ -1098,8 +1282,10 @@ static void *local_watch_main(void *arg)
     siginfo_t si;
     for (;;) {
         memset(&si, 0, sizeof si);
-        if (waitid(P_PID, (id_t)r->ssh_pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-            si.si_pid == r->ssh_pid)
+        sync_lock(&r->lock);
+        pid_t pid = r->ssh_pid;   /* a tunnel that came back has a new one */
+        sync_unlock(&r->lock);
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
             break;
         if (woken(r, 100))
             return NULL;
@@ -1112,9 +1298,11 @@ static void *local_watch_main(void *arg)
         /* ssh itself ended, not the remote weir: the data's connection
          * carries on, and is resumed if it breaks */
         r->ssh_lost = true;
-        log_msg(r->log, LOG_WARN, "ssh %s: the ssh connection ended (%s %d); the transfer goes "
-                "on over its direct connection, without the remote end's messages",
-                r->o->ssh_host, si.si_code == CLD_EXITED ? "status" : "signal", si.si_status);
+        log_msg(r->log, LOG_WARN, "ssh %s: the ssh connection ended (%s %d); %s",
+                r->o->ssh_host, si.si_code == CLD_EXITED ? "status" : "signal", si.si_status,
+                r->tunnel ? "the transfer resumes through a new ssh session"
+                          : "the transfer goes on over its direct connection, without the "
+                            "remote end's messages");
         return NULL;
     }
     if (woken(r, REMOTE_SETTLE_MS))
@@ -1178,7 +1366,7 @@ int remote_configure(struct remote *r, struct weir_config *c, struct weir_error 
         }
         if (halt_watch(r, err))
             return -1;
-        int rc = spawn_ssh(r, err) || handshake(r, back, err) ? -1 : 0;
+        int rc = spawn_ssh(r, true, err) || handshake(r, back, err) ? -1 : 0;
         halt_unwatch(r);
         if (rc)
             return -1;
@@ -1196,10 +1384,11 @@ int remote_configure(struct remote *r, struct weir_config *c, struct weir_error 
         if (r->keep.fd >= 0) {
             c->listen_fd = r->keep.fd;
             r->keep.fd = -1;
-            /* only the local weir's host may come back (its key proves it is
-             * the local weir) */
+            /* only the local weir's host may come back (its key, or through
+             * ssh the session's token, proves it is the local weir); through
+             * ssh it comes back from this host */
             if (r->server)
-                snprintf(c->tcp.allow_host, sizeof c->tcp.allow_host, "%s", r->peer);
+                snprintf(c->tcp.allow_host, sizeof c->tcp.allow_host, "%s", r->keep_host);
         }
     } else {
         struct weir_output *d = NULL;
@@ -1212,6 +1401,10 @@ int remote_configure(struct remote *r, struct weir_config *c, struct weir_error 
         d->kind = WEIR_OUT_TCP;
         d->connected = true;
         d->fd = r->data_fd;
+        if (!r->server && r->tunnel && r->rejoin_port[0]) {
+            d->redial = tunnel_redial;   /* a broken tunnel comes back through ssh */
+            d->redial_ctx = r;
+        }
         snprintf(d->host, sizeof d->host, "%s", r->data_name);
     }
     r->data_fd = -1;   /* the engine's now */
@@ -1238,6 +1431,8 @@ static int verdict(struct remote *r, int status)
     int ws = r->ssh_status;
     char last[256];
     kept_line(r, r->ssh_line, last, sizeof last);
+    log_msg(r->log, LOG_DEBUG, "ssh %s: pid %ld ended with wait status 0x%x", host,
+            (long)r->ssh_pid, ws);
     if (r->ssh_lost && status == 0) {
         /* the remote end's answer came after its output and command were
          * done: it vouches for the chain */

@@ -1223,8 +1223,13 @@ static int reconnect(struct output *o, struct weir_error *e)
         }
         double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
         int fd;
-        if (tcp_connect_addr((struct sockaddr *)&o->peer_addr, o->peer_len, limit,
-                             c->tcp.io_timeout, &o->halt, &fd) != 0) {
+        struct weir_error dial;
+        dial.msg[0] = '\0';
+        int dialled = o->spec->redial
+                          ? o->spec->redial(o->spec->redial_ctx, limit, &o->halt, &fd, &dial)
+                          : tcp_connect_addr((struct sockaddr *)&o->peer_addr, o->peer_len,
+                                             limit, c->tcp.io_timeout, &o->halt, &fd);
+        if (dialled != 0) {
             int err = errno;
             if (err == ECANCELED) {
                 rc = STEP_STOP;
@@ -1238,7 +1243,10 @@ static int reconnect(struct output *o, struct weir_error *e)
                           all ? " (all of it, but its answer was lost)" : "");
                 break;
             }
-            snprintf(last, sizeof last, "connect: %s", strerror(err));
+            if (dial.msg[0])
+                snprintf(last, sizeof last, "%s", dial.msg);
+            else
+                snprintf(last, sizeof last, "connect: %s", strerror(err));
         } else {
             transport_tcp(&o->t, fd, o->name);
             o->t.wire_tx = &o->net;

@@ -18,7 +18,13 @@
  *   server:      weir --ssh-server, on the remote host: the request is read
  *                from standard input and answered on standard output, the
  *                remote command runs as the consumer (push) or producer
- *                (pull), and the weir exits as soon as its ssh session ends.
+ *                (pull), and the weir exits as soon as its ssh session ends
+ *                (unless the transfer may resume: then it ends as the
+ *                transfer does, or when --reconnect runs out).
+ *   resuming:    a push resumes after a break, directly, to the port the
+ *                remote weir accepted it on; through ssh (the tunnel), a
+ *                new ssh session relays the local weir to that port, or to
+ *                one on the remote host's loopback (remote_relay).
  *
  * Every line the remote weir writes to its standard error appears locally
  * as "remote: ...".  remote_finish() gives the status of the whole chain:
@@ -58,6 +64,12 @@ int remote_server_new(struct remote **out, struct weir_log *log, struct weir_opt
 bool remote_refuse(struct remote *r, int status, const char *msg);
 /* Whether a refusal was told already (remote_server_new failed). */
 bool remote_refused(const struct remote *r);
+/* A server whose request was a tunnel's transfer coming back (a "rejoin",
+ * through a new ssh session after a break): it runs no engine, only
+ * remote_relay(), which carries the bytes between this ssh session and
+ * the transfer's weir on this host until either side ends; its status. */
+bool remote_rejoining(const struct remote *r);
+int remote_relay(struct remote *r);
 /* Before weir_create: the connection and the one-time key. */
 int remote_configure(struct remote *r, struct weir_config *c, struct weir_error *err);
 /* After weir_create: hand over or report the listening port. */

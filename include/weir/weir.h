@@ -56,6 +56,14 @@ struct weir_output {
      * connecting; host is then what messages call it */
     bool connected;
     int fd;
+    /* connected, resumable: how to make the connection again after a break
+     * (the ssh tunnel: through a new ssh session), within timeout seconds,
+     * giving up when *stop is set.  0 with *fd, or -1 with errno
+     * (ECONNREFUSED: the receiver is gone; ECANCELED: stopped) and *err.
+     * NULL: connect again to the address the connection reached. */
+    int (*redial)(void *ctx, double timeout, _Atomic bool *stop, int *fd,
+                  struct weir_error *err);
+    void *redial_ctx;
 };
 
 struct weir_config {

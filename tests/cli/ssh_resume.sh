@@ -2,7 +2,8 @@
 # Purpose: an --ssh transfer whose data connection breaks resumes where the
 # receiver stopped, as between two weirs started by hand: a push made
 # directly and a pull connected back, each cut by the fault proxy, arrive
-# whole.  The ssh session dropping mid-transfer (its sshd killed) does not
+# whole; a push through ssh (--ssh-tunnel, or the fallback) comes back
+# through a new ssh session after its session drops.  The ssh session dropping mid-transfer (its sshd killed) does not
 # stop either weir: the transfer ends over its direct connection, exit 0.
 # A local weir killed outright leaves its remote end waiting only until
 # --reconnect runs out; with --reconnect 0 an ssh drop fails as before.
@@ -92,6 +93,50 @@ has_msg "$TMP/err" "the ssh connection ended (status 255); the transfer goes on 
 has_msg "$TMP/err" "1 reconnection" "ssh dropped: the reconnection counted"
 has_msg "$TMP/err" "the remote end's answer vouches for it" "ssh dropped: why exit 0 is earned"
 kill "$PPID_" 2>/dev/null
+
+# through ssh (--ssh-tunnel), the ssh session dropped twice: each time a new
+# ssh session carries the transfer back to the remote weir, which waited on
+# a port of its host's loopback
+rm -f "$TMP/out"
+bg "$WEIR" -v -r 8M "${SSH[@]}" --remote-weir "$WEIR" --ssh-tunnel --remote "cat >'$TMP/out'" \
+    -i "$TMP/in" 2>"$TMP/err"
+wait_size "$TMP/out" 1000000 60
+kill -9 $(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
+wait_for "$TMP/err" "reconnected after" 30
+wait_size "$TMP/out" $((SIZE / 2)) 60
+kill -9 $(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
+wait_bounded "$BPID" 120
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "--ssh-tunnel, ssh dropped twice: exit $STATUS"; }
+ok "--ssh-tunnel, the ssh session dropped twice: exit 0"
+same "$TMP/in" "$TMP/out" "--ssh-tunnel, ssh dropped twice: identical"
+has_msg "$TMP/err" "a new ssh session carries the transfer" "--ssh-tunnel: a new session, said"
+has_msg "$TMP/err" "2 reconnections" "--ssh-tunnel: both counted"
+
+# the fallback to ssh (the direct port refuses, as a firewall would): the
+# new session comes back to the port the remote weir listened on at first
+rm -f "$TMP/out"
+WEIR_TEST_SSH_DIRECT_PORT=1 bg "$WEIR" -q -r 8M "${SSH[@]}" --remote-weir "$WEIR" \
+    --remote "cat >'$TMP/out'" -i "$TMP/in" 2>"$TMP/err"
+wait_size "$TMP/out" 1000000 60
+kill -9 $(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
+wait_bounded "$BPID" 120
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "fallback to ssh, dropped once: exit $STATUS"; }
+ok "through ssh after the fallback, the ssh session dropped: exit 0"
+same "$TMP/in" "$TMP/out" "fallback, ssh dropped: identical"
+
+# the remote weir killed in a gap of a transfer through ssh: the new
+# session finds nothing listening, and the local weir fails at once
+rm -f "$TMP/out"
+bg "$WEIR" -q -r 8M "${SSH[@]}" --remote-weir "$WEIR" --ssh-tunnel --remote "cat >'$TMP/out'" \
+    -i "$TMP/in" 2>"$TMP/err"
+wait_size "$TMP/out" 1000000 60
+rpid=$(pgrep -f -x -- "$WEIR --ssh-server" | head -1)
+[ -n "$rpid" ] || fail "no remote weir seen"
+kill -9 "$rpid"
+wait_bounded "$BPID" 60
+[ "$STATUS" -eq 5 ] || { cat "$TMP/err" >&2; fail "remote weir killed: exit $STATUS, want 5"; }
+ok "--ssh-tunnel, the remote weir killed: exit 5"
+has_msg "$TMP/err" "it is gone" "the remote weir killed: the local weir says it is gone"
 
 # with --reconnect 0 the same drop fails the transfer, as before
 rm -f "$TMP/out"
