@@ -211,7 +211,8 @@ static int greet(struct admission *a, int fd, bool trusted)
                    CODEC_FEATURES | (a->cfg->tls && !trusted ? CODEC_FEATURE_KEY : 0) |
                        ((a->cfg->tls || a->cfg->allow_link_test) && !trusted
                             ? CODEC_FEATURE_LINKTEST : 0) |
-                       (a->cfg->resume && a->l->fd >= 0 ? CODEC_FEATURE_RESUME : 0));
+                       (a->cfg->resume && (a->l->fd >= 0 || a->cfg->redials)
+                            ? CODEC_FEATURE_RESUME : 0));
     if (send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) ==
         (ssize_t)sizeof greeting)
         return 0;
@@ -766,7 +767,8 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     /* a session that may resume keeps the port: its sender comes back there
      * (the ssh tunnel's too: through a new ssh session, from this host) */
     peer->listening = a->cfg->resume && !c->plain && !a->cfg->raw &&
-                      (c->features & CODEC_FEATURE_RESUME) && a->l->fd >= 0;
+                      (c->features & CODEC_FEATURE_RESUME) &&
+                      (a->l->fd >= 0 || a->cfg->redials);
     if (!peer->listening)
         tcp_listener_close(a->l);
     return 0;

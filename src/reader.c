@@ -858,7 +858,8 @@ static void listener_settings(struct pipeline *p, struct listener_config *cfg,
                                     .channel_name = p->cfg->channel_name,
                                     .allow_link_test = p->cfg->allow_link_test,
                                     .resume = p->cfg->reconnect > 0,
-                                    .resume_token = resume_token};
+                                    .resume_token = resume_token,
+                                    .redials = p->cfg->input_redial != NULL};
     if (s->io_timeout > 0 && s->io_timeout < cfg->handshake_timeout)
         cfg->handshake_timeout = s->io_timeout;
 }
@@ -903,6 +904,52 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
     return STEP_OK;
 }
 
+/* A receiver that dialled its connection dials again (input_redial), until
+ * deadline, and admits what it reaches as its listener would (the sender
+ * proves itself with the session's token): 0, or -1 with errno
+ * (ECONNREFUSED: the sender is gone; ECANCELED: stopping). */
+static int redial_sender(struct pipeline *p, struct listener_config *cfg, double deadline,
+                         struct transport *t, struct listener_peer *peer, struct weir_error *e)
+{
+    double backoff = 0.05;
+    char last[WEIR_ERROR_MAX] = "";
+    for (;;) {
+        double left = deadline - clock_now();
+        if (atomic_load(&p->stop)) {
+            errno = ECANCELED;
+            return -1;
+        }
+        if (left <= 0) {
+            error_set(e, WEIR_EXIT_NETWORK, "%s", last[0] ? last : "no connection");
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        int fd;
+        struct weir_error dial;
+        dial.msg[0] = '\0';
+        double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
+        if (p->cfg->input_redial(p->cfg->input_redial_ctx, limit, &p->stop, &fd, &dial) == 0) {
+            cfg->channel_fd = fd;   /* the admission's: it closes it, or it becomes the input */
+            cfg->accept_timeout = limit;
+            if (listener_admit(&p->listener, cfg, &p->stop, p->log, t, p->ahead, &p->nahead,
+                               peer, &dial) == 0)
+                return 0;
+            if (errno == ECANCELED && atomic_load(&p->stop))
+                return -1;
+        } else if (errno == ECANCELED || errno == ECONNREFUSED) {
+            *e = dial;
+            return -1;
+        }
+        snprintf(last, sizeof last, "%s", dial.msg);
+        double pause = backoff < deadline - clock_now() ? backoff : deadline - clock_now();
+        for (double until = clock_now() + pause; clock_now() < until && !atomic_load(&p->stop);) {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        backoff = backoff * 2 > 1.0 ? 1.0 : backoff * 2;
+    }
+}
+
 /* The connection of a session that may resume broke (cause): close it,
  * keep everything else as it is, and wait up to --reconnect for its sender
  * on the listening socket, refusing any other (listener.c).  Once it is
@@ -932,8 +979,9 @@ static int resume_input(struct reader *r, const char *cause)
     struct listener_peer peer;
     struct weir_error e;
     p->nahead = p->ahead_pos = 0;
-    int rc = listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead,
-                            &peer, &e);
+    int rc = p->cfg->input_redial ? redial_sender(p, &cfg, since + window, &t, &peer, &e)
+                                  : listener_admit(&p->listener, &cfg, &p->stop, p->log, &t,
+                                                   p->ahead, &p->nahead, &peer, &e);
     sync_lock(&p->lock);
     p->gap_secs += clock_now() - since;
     p->gap_since = 0;
@@ -941,8 +989,12 @@ static int resume_input(struct reader *r, const char *cause)
     if (rc != 0) {
         if (errno == ECANCELED && atomic_load(&p->stop))
             return -1;
-        error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the sender did not come back within %g s "
-                  "(the connection broke: %s)", name, window, cause);
+        if (errno == ECONNREFUSED)
+            error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                      "sender refuses a new one: it is gone (%s)", name, cause, e.msg);
+        else
+            error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the sender did not come back within "
+                      "%g s (the connection broke: %s)", name, window, cause);
         errno = EPIPE;
         return -1;
     }

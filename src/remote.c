@@ -81,6 +81,10 @@ struct remote {
      * to connect to and relay) */
     char rejoin_addr[80], rejoin_port[16];
     bool rejoin;                     /* server: this session only relays a rejoining tunnel */
+    /* both: the address this end's data connection reached, to reach it
+     * there again after a break (it dialled; the other end keeps its port) */
+    struct sockaddr_storage again;
+    socklen_t again_len;
     /* tunnel: the engine's end of a socket pair, relayed to and from the
      * ssh session's standard input and output */
     int relay[2];
@@ -550,8 +554,8 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
                  r->back.addr);
         int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->data_fd,
                             r->data_name, err);
-        if (rc == 0 && o->pull)
-            r->keep = r->back;   /* the engine's, to be found again there */
+        if (rc == 0)
+            r->keep = r->back;   /* to be found again there */
         else
             tcp_listener_close(&r->back);
         r->back.fd = -1;
@@ -660,9 +664,9 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     snprintf(r->remote_version, sizeof r->remote_version, "%s", version);
     snprintf(r->addr, sizeof r->addr, "%s", addr);
     snprintf(r->port, sizeof r->port, "%d", cport);
-    if (!o->pull && cport > 0 && strcmp(addr, "-") != 0) {
-        /* a push: should the data go through ssh, a new session can reach
-         * the remote weir here, from its host, after a break */
+    if (cport > 0 && strcmp(addr, "-") != 0) {
+        /* should the data go through ssh, a new session can reach the
+         * remote weir here, from its host, after a break */
         snprintf(r->rejoin_addr, sizeof r->rejoin_addr, "%s", addr);
         snprintf(r->rejoin_port, sizeof r->rejoin_port, "%d", cport);
     }
@@ -748,6 +752,71 @@ static int tunnel_redial(void *ctx, double timeout, atomic_bool *stop, int *fd,
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "ssh %s: dup", host);
     log_msg(r->log, LOG_INFO, "ssh %s: a new ssh session carries the transfer", host);
     return 0;
+}
+
+/* An end that dialled its data connection directly: dial the same address
+ * again (weir.h, redial and input_redial). */
+static int redial_again(void *ctx, double timeout, atomic_bool *stop, int *fd,
+                        struct weir_error *err)
+{
+    struct remote *r = ctx;
+    double io = r->server ? 600 : r->o->io_timeout;
+    if (tcp_connect_addr((struct sockaddr *)&r->again, r->again_len, timeout, io, stop, fd) ==
+        0)
+        return 0;
+    int e = errno;
+    error_sys(err, WEIR_EXIT_NETWORK, e, "%s: connect", r->data_name);
+    errno = e;
+    return -1;
+}
+
+/* An end that accepted its data connection: accept the other end's return
+ * on the same listening socket, from the host it came from (keep_host;
+ * "" for any: the key or the session's token proves it), within timeout. */
+static int accept_again(void *ctx, double timeout, atomic_bool *stop, int *fd,
+                        struct weir_error *err)
+{
+    struct remote *r = ctx;
+    double until = clock_now() + timeout;
+    for (;;) {
+        int left = (int)((until - clock_now()) * 1000);
+        if (atomic_load(stop)) {
+            errno = ECANCELED;
+            return error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "%s", r->keep.addr);
+        }
+        if (left <= 0) {
+            error_set(err, WEIR_EXIT_NETWORK, "%s: the other end did not come back within %g s",
+                      r->keep.addr, timeout);
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd pfd = {.fd = r->keep.fd, .events = POLLIN};
+        int p = poll(&pfd, 1, left < 100 ? left : 100);
+        if (p <= 0)
+            continue;
+        struct sockaddr_storage ss;
+        socklen_t slen = sizeof ss;
+        int got = accept4(r->keep.fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (got < 0)
+            continue;
+        char host[NI_MAXHOST];
+        if (r->keep_host[0] &&
+            (getnameinfo((struct sockaddr *)&ss, slen, host, sizeof host, NULL, 0,
+                         NI_NUMERICHOST) != 0 || strcmp(host, r->keep_host) != 0)) {
+            char peer[80];
+            tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
+            log_msg(r->log, LOG_WARN, "%s: refused connection from %s: not %s", r->keep.addr,
+                    peer, r->keep_host);
+            close(got);
+            continue;
+        }
+        if (tcp_tune(got, r->server ? 600 : r->o->io_timeout) != 0) {
+            close(got);
+            continue;
+        }
+        *fd = got;
+        return 0;
+    }
 }
 
 int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
@@ -839,11 +908,11 @@ int remote_relay(struct remote *r)
         log_msg(r->log, LOG_ERROR, "%s", err.msg);
         return WEIR_EXIT_INTERNAL;
     }
-    /* the transfer's weir closing its end is the end (its answer is the
-     * last of what it sends); then the local weir's side stops too */
+    /* each way ends by itself: a sender half-closes after its trailer and
+     * still reads the answer, a receiver closes after its answer and the
+     * sender then closes its side; an ssh session that ends ends both */
     pthread_join(r->relay_out, NULL);
     r->relay_out_started = false;
-    (void)!write(r->wake[1], "x", 1);
     pthread_join(r->relay_in, NULL);
     r->relay_in_started = false;
     return WEIR_EXIT_OK;
@@ -1066,13 +1135,13 @@ static int server_data(struct remote *r, struct weir_error *err)
         }
         what = "listen";
     }
-    /* a push through ssh: a port on this host's loopback, where a new ssh
-     * session brings the local weir back after a break (its ADDR and PORT
-     * in the answer) */
+    /* through ssh: a port on this host's loopback, where a new ssh session
+     * brings the local weir back after a break (its ADDR and PORT in the
+     * answer) */
     struct tcp_listener lo;
     memset(&lo, 0, sizeof lo);
     lo.fd = -1;
-    if (strcmp(what, "tunnel") == 0 && r->push) {
+    if (strcmp(what, "tunnel") == 0) {
         struct tcp_settings ls = {.family = AF_INET, .bind_addr = "127.0.0.1"};
         snprintf(ls.listen_port, sizeof ls.listen_port, "0");
         struct weir_error lerr;
@@ -1102,15 +1171,15 @@ static int server_data(struct remote *r, struct weir_error *err)
             snprintf(r->data_name, sizeof r->data_name, "the local weir %s (direct)", r->peer);
             int rc = accept_one(r, &l, r->peer, 2 * DIRECT_SECS, 600, &r->data_fd,
                                 r->data_name, err);
-            if (rc == 0 && r->push) {
-                r->keep = l;   /* the engine's, to be found again there */
+            if (rc == 0) {
+                r->keep = l;   /* to be found again there */
                 snprintf(r->keep_host, sizeof r->keep_host, "%s", r->peer);
             } else {
                 tcp_listener_close(&l);
             }
             return rc;
         }
-        if (len >= 0 && strcmp(line, "via tunnel") == 0 && r->push) {
+        if (len >= 0 && strcmp(line, "via tunnel") == 0) {
             /* the data comes through ssh: a new session may come back here */
             r->keep = l;
             snprintf(r->keep_host, sizeof r->keep_host, "%s", r->self);
@@ -1342,6 +1411,15 @@ static void unwatch(struct remote *r)
     }
 }
 
+/* This end dialled its data connection: where it reached, kept. */
+static bool dialled(struct remote *r)
+{
+    r->again_len = sizeof r->again;
+    return r->data_fd >= 0 &&
+           getpeername(r->data_fd, (struct sockaddr *)&r->again, &r->again_len) == 0 &&
+           (r->again.ss_family == AF_INET || r->again.ss_family == AF_INET6);
+}
+
 int remote_configure(struct remote *r, struct weir_config *c, struct weir_error *err)
 {
     bool receives = r->server ? r->push : r->o->pull;
@@ -1384,11 +1462,16 @@ int remote_configure(struct remote *r, struct weir_config *c, struct weir_error 
         if (r->keep.fd >= 0) {
             c->listen_fd = r->keep.fd;
             r->keep.fd = -1;
-            /* only the local weir's host may come back (its key, or through
-             * ssh the session's token, proves it is the local weir); through
+            /* only the other weir's host may come back (its key, or through
+             * ssh the session's token, proves it is the other weir); through
              * ssh it comes back from this host */
-            if (r->server)
-                snprintf(c->tcp.allow_host, sizeof c->tcp.allow_host, "%s", r->keep_host);
+            snprintf(c->tcp.allow_host, sizeof c->tcp.allow_host, "%s", r->keep_host);
+        } else if (r->tunnel && !r->server && r->rejoin_port[0]) {
+            c->input_redial = tunnel_redial;   /* back through a new ssh session */
+            c->input_redial_ctx = r;
+        } else if (!r->tunnel && dialled(r)) {
+            c->input_redial = redial_again;
+            c->input_redial_ctx = r;
         }
     } else {
         struct weir_output *d = NULL;
@@ -1401,7 +1484,10 @@ int remote_configure(struct remote *r, struct weir_config *c, struct weir_error 
         d->kind = WEIR_OUT_TCP;
         d->connected = true;
         d->fd = r->data_fd;
-        if (!r->server && r->tunnel && r->rejoin_port[0]) {
+        if (r->keep.fd >= 0) {
+            d->redial = accept_again;   /* the receiver comes back to this end */
+            d->redial_ctx = r;
+        } else if (!r->server && r->tunnel && r->rejoin_port[0]) {
             d->redial = tunnel_redial;   /* a broken tunnel comes back through ssh */
             d->redial_ctx = r;
         }

@@ -88,6 +88,10 @@ struct listener_config {
      * greeting, or in its first sealed record), every other is refused */
     bool resume;
     const unsigned char *resume_token;
+    /* resuming: this receiver reaches its sender again itself (it dialled
+     * the connection; weir.h, input_redial), so it offers resuming without
+     * a listening socket */
+    bool redials;
 };
 
 /* How a receiver busy with a transfer refuses a connection (in an 'S'

@@ -140,6 +140,12 @@ struct weir_config {
      * takes over as -I's own; a resumable session's sender comes back to
      * it.  tcp.allow_host still applies.  -1 (weir_config_defaults): none. */
     int listen_fd;
+    /* WEIR_IN_LISTEN, a connection given that this end dialled (--ssh): how
+     * to reach the sender again after a break, as weir_output.redial says;
+     * the sender then waits to be reached.  NULL: it comes back here. */
+    int (*input_redial)(void *ctx, double timeout, _Atomic bool *stop, int *fd,
+                        struct weir_error *err);
+    void *input_redial_ctx;
     const char *channel_name;    /* what messages call it */
 
     /* keys: connections are authenticated and encrypted (tls.h, seal.h) */

@@ -14,7 +14,11 @@ bash "$SSHD" start "$TMP/sshd" >"$TMP/sshd.port" 2>"$TMP/sshd.err" ||
     { cat "$TMP/sshd.err" >&2; fail "could not start a throwaway sshd (openssh-server)"; }
 ok "a throwaway sshd runs on 127.0.0.1:$(cat "$TMP/sshd.port")"
 HOST="$(id -un)@127.0.0.1"
-SSH=(--ssh "$HOST" --rsh "$TMP/sshd/ssh" --remote-weir "$WEIR")
+# the remote weir under a name of this test's own, so that pgrep finds
+# only this test's remote weirs (other tests run beside it)
+RWEIR=$TMP/weir
+ln -s "$WEIR" "$RWEIR"
+SSH=(--ssh "$HOST" --rsh "$TMP/sshd/ssh" --remote-weir "$RWEIR")
 
 for n in 0 1 "$(sized 20971520 3000001)"; do
     gen "$TMP/in" "$n" mixed
@@ -151,22 +155,22 @@ has_msg "$TMP/direct.err" "interrupted by SIGTERM while making the direct connec
     "SIGTERM while connecting: said"
 
 # the key never on a command line: the remote weir runs as "weir --ssh-server"
-bg "$WEIR" -q "${SSH[@]}" --remote "sleep 30" -i "$TMP/in"
+bg "$WEIR" -q "${SSH[@]}" --remote "sleep 37" -i "$TMP/in"
 for _ in $(seq 200); do
-    rpid=$(pgrep -f -x -- "$WEIR --ssh-server" | head -1)
+    rpid=$(pgrep -f -x -- "$RWEIR --ssh-server" | head -1)
     [ -n "$rpid" ] && break
     sleep 0.05
 done
 [ -n "$rpid" ] || fail "no remote weir seen"
 tr '\0' ' ' </proc/"$rpid"/cmdline >"$TMP/cmdline"
-grep -q "^$WEIR --ssh-server $" "$TMP/cmdline" || fail "remote command line: $(cat "$TMP/cmdline")"
+grep -q "^$RWEIR --ssh-server $" "$TMP/cmdline" || fail "remote command line: $(cat "$TMP/cmdline")"
 ok "the remote weir's command line holds no key and no command"
 grep -qa "ssh-one-time" /proc/"$rpid"/environ && fail "the key is in the remote environment"
 ok "the remote weir's environment holds no key"
 
 # SIGINT to the local weir: nothing left running on the other side
 for _ in $(seq 200); do
-    spid=$(pgrep -f -x "sleep 30" | head -1)
+    spid=$(pgrep -f -x "sleep 37" | head -1)
     [ -n "$spid" ] && break
     sleep 0.05
 done
@@ -184,10 +188,10 @@ kill -0 "$spid" 2>/dev/null && fail "the remote consumer $spid still runs after 
 ok "SIGINT: the remote weir and its consumer are gone"
 
 # ssh killed mid-transfer, with resuming off (ssh_resume.sh: with it on)
-bg "$WEIR" -q --reconnect 0 "${SSH[@]}" --remote "sleep 30" -i "$TMP/in"
+bg "$WEIR" -q --reconnect 0 "${SSH[@]}" --remote "sleep 37" -i "$TMP/in"
 for _ in $(seq 200); do
     sshpid=$(pgrep -f -- "-i $TMP/sshd/user_key.*--ssh-server" | head -1)
-    spid=$(pgrep -f -x "sleep 30" | head -1)
+    spid=$(pgrep -f -x "sleep 37" | head -1)
     [ -n "$sshpid" ] && [ -n "$spid" ] && break
     sleep 0.05
 done

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Purpose: an --ssh transfer whose data connection breaks resumes where the
-# receiver stopped, as between two weirs started by hand: a push made
-# directly and a pull connected back, each cut by the fault proxy, arrive
-# whole; a push through ssh (--ssh-tunnel, or the fallback) comes back
+# receiver stopped, as between two weirs started by hand, in every
+# direction: a push or a pull, made directly or connected back, each cut by
+# the fault proxy, arrive whole; a push or a pull through ssh comes back
 # through a new ssh session after its session drops.  The ssh session dropping mid-transfer (its sshd killed) does not
 # stop either weir: the transfer ends over its direct connection, exit 0.
 # A local weir killed outright leaves its remote end waiting only until
@@ -16,6 +16,16 @@ bash "$SSHD" start "$TMP/sshd" >"$TMP/sshd.port" 2>"$TMP/sshd.err" ||
 ok "a throwaway sshd runs on 127.0.0.1:$(cat "$TMP/sshd.port")"
 HOST="$(id -un)@127.0.0.1"
 SSH=(--ssh "$HOST" --rsh "$TMP/sshd/ssh")
+# the remote weir under a name of this test's own, so that pgrep finds
+# only this test's remote weirs (other tests run beside it)
+RWEIR=$TMP/weir
+ln -s "$WEIR" "$RWEIR"
+# no_remote: wait until no remote weir of this test runs (a finished
+# transfer's remote end may still be exiting)
+no_remote() {
+    for _ in $(seq 400); do pgrep -f -x -- "$RWEIR --ssh-server" >/dev/null || return 0; sleep 0.05; done
+    fail "a remote weir still runs 20 s after its transfer"
+}
 SIZE=$(sized 40000003 12000007)
 gen "$TMP/in" "$SIZE" mixed
 
@@ -42,7 +52,7 @@ target() {
 # a push made directly, its data connection reset 3 times (ssh intact)
 proxy 3 $((SIZE / 12)) reset
 rm -f "$TMP/out"
-WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$WEIR" \
+WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$RWEIR" \
     --remote "cat >'$TMP/out'" -i "$TMP/in" 2>"$TMP/err"
 target "$TMP/err" "it listens on "
 wait_bounded "$BPID" 120
@@ -73,11 +83,41 @@ same "$TMP/in" "$TMP/out2" "pull --connect-back, 2 resets: identical"
 has_msg "$TMP/err" "2 reconnections" "pull: the local summary counts them"
 kill "$PPID_" 2>/dev/null
 
+# a pull made directly, cut twice where the remote weir sends (the proxy
+# counts the server's bytes): the local receiver dials the remote weir's
+# port again, and the remote sender takes it there
+proxy 2 $((SIZE / 12)) reset --down
+rm -f "$TMP/out2"
+WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$RWEIR" --pull \
+    --remote "cat '$TMP/in'" -o "$TMP/out2" 2>"$TMP/err"
+target "$TMP/err" "it listens on "
+wait_bounded "$BPID" 120
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "pull, 2 resets: exit $STATUS"; }
+ok "pull -z made directly, its connection reset twice: exit 0"
+same "$TMP/in" "$TMP/out2" "pull, 2 resets: identical"
+has_msg "$TMP/err" "2 reconnections" "pull made directly: the local summary counts them"
+kill "$PPID_" 2>/dev/null
+
+# a push connected back (the remote receiver dialled), cut twice: it dials
+# the local weir's port again
+proxy 2 $((SIZE / 12)) reset --down
+printf '#!/bin/sh\nWEIR_TEST_SSH_BACK_PORT=%s exec %s "$@"\n' "$PPORT" "$WEIR" >"$TMP/rweir"
+rm -f "$TMP/out"
+bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$TMP/rweir" --connect-back \
+    --remote "cat >'$TMP/out'" -i "$TMP/in" 2>"$TMP/err"
+target "$TMP/err" "--connect-back: listening on "
+wait_bounded "$BPID" 120
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "push --connect-back, 2 resets: exit $STATUS"; }
+ok "push --connect-back -z, its connection reset twice: exit 0"
+same "$TMP/in" "$TMP/out" "push --connect-back, 2 resets: identical"
+has_msg "$TMP/err" "2 reconnections" "push --connect-back: the local summary counts them"
+kill "$PPID_" 2>/dev/null
+
 # the ssh session dropped mid-transfer (the server side's sshd killed), then
 # the data connection reset once: the transfer still ends whole
 proxy 1 $((SIZE * 2 / 3)) reset
 rm -f "$TMP/out"
-WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -r 8M "${SSH[@]}" --remote-weir "$WEIR" \
+WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -r 8M "${SSH[@]}" --remote-weir "$RWEIR" \
     --remote "cat >'$TMP/out'" -i "$TMP/in" 2>"$TMP/err"
 target "$TMP/err" "it listens on "
 wait_size "$TMP/out" 1000000 60   # the session is under way (the receiver named it)
@@ -98,7 +138,7 @@ kill "$PPID_" 2>/dev/null
 # ssh session carries the transfer back to the remote weir, which waited on
 # a port of its host's loopback
 rm -f "$TMP/out"
-bg "$WEIR" -v -r 8M "${SSH[@]}" --remote-weir "$WEIR" --ssh-tunnel --remote "cat >'$TMP/out'" \
+bg "$WEIR" -v -r 8M "${SSH[@]}" --remote-weir "$RWEIR" --ssh-tunnel --remote "cat >'$TMP/out'" \
     -i "$TMP/in" 2>"$TMP/err"
 wait_size "$TMP/out" 1000000 60
 kill -9 $(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
@@ -112,10 +152,22 @@ same "$TMP/in" "$TMP/out" "--ssh-tunnel, ssh dropped twice: identical"
 has_msg "$TMP/err" "a new ssh session carries the transfer" "--ssh-tunnel: a new session, said"
 has_msg "$TMP/err" "2 reconnections" "--ssh-tunnel: both counted"
 
+# a pull through ssh, its session dropped: the local receiver starts the new
+# ssh session, and the remote sender takes the connection it brings
+rm -f "$TMP/out2"
+bg "$WEIR" -q "${SSH[@]}" --remote-weir "$RWEIR" --ssh-tunnel --pull \
+    --remote "'$WEIR' -q -r 8M -i '$TMP/in'" -o "$TMP/out2" 2>"$TMP/err"
+wait_size "$TMP/out2" 1000000 60
+kill -9 $(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
+wait_bounded "$BPID" 120
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "pull --ssh-tunnel, ssh dropped: exit $STATUS"; }
+ok "pull --ssh-tunnel, the ssh session dropped: exit 0"
+same "$TMP/in" "$TMP/out2" "pull --ssh-tunnel, ssh dropped: identical"
+
 # the fallback to ssh (the direct port refuses, as a firewall would): the
 # new session comes back to the port the remote weir listened on at first
 rm -f "$TMP/out"
-WEIR_TEST_SSH_DIRECT_PORT=1 bg "$WEIR" -q -r 8M "${SSH[@]}" --remote-weir "$WEIR" \
+WEIR_TEST_SSH_DIRECT_PORT=1 bg "$WEIR" -q -r 8M "${SSH[@]}" --remote-weir "$RWEIR" \
     --remote "cat >'$TMP/out'" -i "$TMP/in" 2>"$TMP/err"
 wait_size "$TMP/out" 1000000 60
 kill -9 $(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
@@ -127,10 +179,11 @@ same "$TMP/in" "$TMP/out" "fallback, ssh dropped: identical"
 # the remote weir killed in a gap of a transfer through ssh: the new
 # session finds nothing listening, and the local weir fails at once
 rm -f "$TMP/out"
-bg "$WEIR" -q -r 8M "${SSH[@]}" --remote-weir "$WEIR" --ssh-tunnel --remote "cat >'$TMP/out'" \
+no_remote
+bg "$WEIR" -q -r 8M "${SSH[@]}" --remote-weir "$RWEIR" --ssh-tunnel --remote "cat >'$TMP/out'" \
     -i "$TMP/in" 2>"$TMP/err"
 wait_size "$TMP/out" 1000000 60
-rpid=$(pgrep -f -x -- "$WEIR --ssh-server" | head -1)
+rpid=$(pgrep -f -x -- "$RWEIR --ssh-server" | head -1)
 [ -n "$rpid" ] || fail "no remote weir seen"
 kill -9 "$rpid"
 wait_bounded "$BPID" 60
@@ -140,7 +193,7 @@ has_msg "$TMP/err" "it is gone" "the remote weir killed: the local weir says it 
 
 # with --reconnect 0 the same drop fails the transfer, as before
 rm -f "$TMP/out"
-bg "$WEIR" -q -r 8M --reconnect 0 "${SSH[@]}" --remote-weir "$WEIR" --remote "cat >'$TMP/out'" \
+bg "$WEIR" -q -r 8M --reconnect 0 "${SSH[@]}" --remote-weir "$RWEIR" --remote "cat >'$TMP/out'" \
     -i "$TMP/in" 2>"$TMP/err"
 wait_size "$TMP/out" 1000000 60
 kill -9 $(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
@@ -153,10 +206,11 @@ has_msg "$TMP/err" "the ssh session ended (its connection dropped, or the local 
 # the local weir killed outright: its remote end waits out --reconnect 3,
 # says so in its log (-l through --remote-opts), and leaves nothing running
 rm -f "$TMP/out" "$TMP/rlog"
-bg "$WEIR" -q -r 8M --reconnect 3 "${SSH[@]}" --remote-weir "$WEIR" --remote-opts "-l $TMP/rlog" \
+no_remote
+bg "$WEIR" -q -r 8M --reconnect 3 "${SSH[@]}" --remote-weir "$RWEIR" --remote-opts "-l $TMP/rlog" \
     --remote "cat >'$TMP/out'" -i "$TMP/in"
 wait_size "$TMP/out" 1000000 60
-rpid=$(pgrep -f -x -- "$WEIR --ssh-server" | head -1)
+rpid=$(pgrep -f -x -- "$RWEIR --ssh-server" | head -1)
 [ -n "$rpid" ] || fail "no remote weir seen"
 kill -9 "$BPID"
 for _ in $(seq 400); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.05; done

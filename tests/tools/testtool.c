@@ -41,6 +41,9 @@
  *                              no connection is left
  *         --hold SECS          leave each new connection alone for SECS
  *                              before connecting it to the target
+ *         --down               count the server's bytes instead, and cut
+ *                              once EVERY of them reached the client (what
+ *                              is in flight then is lost)
  *       the target refusing resets the client ("connect to target failed");
  *       TARGET_PORT @FILE: the port is read from FILE when a connection
  *       comes, waiting up to 10 s for FILE to hold it
@@ -456,6 +459,7 @@ struct link {                   /* one client's connection and its server's */
 struct cutproxy {
     int target, lfd;
     const char *target_file;    /* @FILE: the target's port, once FILE holds it */
+    int down;                   /* --down: count (and cut at) the server's bytes */
     int cuts, made, refuse;     /* cuts to make, cuts made, --refuse-after */
     enum cutmode mode;
     unsigned long long every, mute;
@@ -638,7 +642,7 @@ static void take(struct cutproxy *p, struct link *c, int d, size_t n)
         return;
     f->off = 0;
     f->len = n;
-    if (d == 1)
+    if (d != p->down)
         return;
     if (p->made < p->cuts && c->up <= p->every && c->up + n >= p->every) {
         f->len = (size_t)(p->every - c->up);
@@ -811,6 +815,11 @@ static int cmd_cutproxy(int argc, char **argv)
     if (argc > 6 && strncmp(argv[6], "--", 2) != 0)
         p.gap = atof(argv[i++]);
     for (; i < argc; i += 2) {
+        if (strcmp(argv[i], "--down") == 0) {
+            p.down = 1;
+            i--;
+            continue;
+        }
         int bad = i + 1 >= argc;
         if (!bad && strcmp(argv[i], "--mute-back") == 0) {
             bad = parse_size(argv[i + 1], &p.mute);
