@@ -904,6 +904,13 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->t_full = r->t_full;
     s->expect = p->cfg->expect_size;
     s->t_input_end = r->t_input_end > 0 ? r->t_input_end - r->t_start : 0;
+    /* what the slowest weir receiver's outputs wrote, as its keepalives say */
+    for (int i = 0; i < p->nout; i++) {
+        const struct output *o = &p->out[i];
+        if (o->spec->kind == WEIR_OUT_TCP && !o->dead && o->peer_written &&
+            (!s->peer_written || o->peer_written < s->peer_written))
+            s->peer_written = o->peer_written;
+    }
     s->waiting = waiting_for_locked(p, s);
     s->net_bytes = atomic_load(&p->net_in);
     s->input_size = p->input_size;

@@ -97,6 +97,14 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
         if ((size_t)n >= len)
             return;
     }
+    if (!now->waiting && now->peer_written && (size_t)n < len) {
+        /* the far end's progress: what a weir receiver's outputs wrote */
+        char w[32];
+        stats_bytes(now->peer_written, w, sizeof w);
+        n += snprintf(buf + n, len - (size_t)n, "  receiver wrote %s", w);
+        if ((size_t)n >= len)
+            return;
+    }
     if (now->waiting && (size_t)n < len) {
         char w[32] = "";
         if (now->peer_written)

@@ -77,7 +77,8 @@ struct stats_snapshot {
     double t_workers;      /* seconds the outputs waited for the transform workers */
     const char *workers_name;   /* "compression" or "decoding" */
     const char *waiting;   /* after the input: what the end still waits for, or NULL */
-    uint64_t peer_written; /* a weir receiver's keepalives: what its outputs wrote */
+    uint64_t peer_written; /* a weir receiver's keepalives: what its outputs wrote (the
+                              slowest receiver's, with several) */
     uint64_t net_bytes;    /* crossed the connections (-I read, -O sent) */
     uint64_t input_size;   /* a regular-file input's size when opened, or 0 */
     enum stats_phase phase;
