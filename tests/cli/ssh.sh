@@ -93,6 +93,22 @@ same "$TMP/in" "$TMP/out5" "pull to standard output: identical"
 has_msg "$TMP/err" "remote: summary: 977 KiB" "the remote summary appears as remote:"
 has_msg "$TMP/err" "with the key 'ssh-one-time'" "the remote weir admitted the one-time key"
 
+# the status line (SIGUSR1 prints it once) shows what the remote end wrote
+gen "$TMP/slow" 6000000 random
+rm -f "$TMP/out7"
+bg "$WEIR" -r 2M "${SSH[@]}" --remote "cat >'$TMP/out7'" -i "$TMP/slow" 2>"$TMP/err7"
+wait_size "$TMP/out7" 1000000 30
+# the receiver's keepalives carry what it wrote, twice a second
+for _ in $(seq 40); do
+    kill -USR1 "$BPID"
+    grep -q "receiver wrote" "$TMP/err7" && break
+    sleep 0.1
+done
+has_msg "$TMP/err7" "receiver wrote" "SIGUSR1's status line, during a push"
+wait_bounded "$BPID" 60
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err7" >&2; fail "the status line's push: exit $STATUS"; }
+ok "the status line shows what the remote receiver wrote"
+
 # failures, each named with its side
 expect 4 "remote consumer exits 1" "$WEIR" -q "${SSH[@]}" \
     --remote "head -c 10 >/dev/null; echo recv-broke >&2; exit 1" -i "$TMP/in"
