@@ -1236,6 +1236,21 @@ bool weir_resumable(struct weir_engine *e)
     return yes;
 }
 
+bool weir_stream_whole(struct weir_engine *e)
+{
+    struct pipeline *p = (struct pipeline *)e;
+    sync_lock(&p->lock);
+    bool whole = p->stream_whole;
+    int tcp = 0, ended = 0;
+    for (int i = 0; i < p->nout; i++)
+        if (p->out[i].spec->kind == WEIR_OUT_TCP) {
+            tcp++;
+            ended += p->out[i].ended;
+        }
+    sync_unlock(&p->lock);
+    return whole || (tcp > 0 && ended == tcp);
+}
+
 int weir_listen_port(const struct weir_engine *e)
 {
     const struct pipeline *p = (const struct pipeline *)e;

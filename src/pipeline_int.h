@@ -229,6 +229,7 @@ struct pipeline {
     bool in_plain;             /* the listener admitted plain bytes (plain_too) */
     bool answer_sender;        /* lock: the input is a weir stream over TCP */
     uint64_t stream_chain;     /* lock: the received stream's chain, once verified */
+    bool stream_whole;         /* lock: the received stream ended, whole and verified */
     bool input_closed;         /* lock: the reader closed the input */
     struct session_in back;    /* keepalives (main), confirmations (the reader), the
                                   answer (main, at the end): written under lock */

@@ -827,6 +827,7 @@ static int read_input(struct reader *r, struct weir_error *e)
         if (rc == STEP_OK && d.kind == STREAM_WEIR) {
             sync_lock(&p->lock);
             p->stream_chain = d.chain;   /* the answer vouches for this stream */
+            p->stream_whole = true;
             sync_unlock(&p->lock);
         }
     } else if (rc == STEP_OK) {

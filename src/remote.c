@@ -254,9 +254,16 @@ static int put_all(int fd, const char *p, size_t n)
 static void pass_line(struct remote *r, const char *line)
 {
     bool weirs = strncmp(line, "weir: ", 6) == 0;
+    /* what ssh itself says when its connection ends, even once the remote
+     * weir answered */
+    static const char *const ssh_own[] = {"Connection to ", "Connection closed by ",
+                                          "client_loop: ", "ssh: ", "Timeout, server "};
+    bool own = false;
+    for (size_t i = 0; i < sizeof ssh_own / sizeof *ssh_own; i++)
+        own = own || strncmp(line, ssh_own[i], strlen(ssh_own[i])) == 0;
     sync_lock(&r->lock);
     snprintf(r->last_line, sizeof r->last_line, "%s", line);
-    bool remote = weirs || r->ready, ssh = !remote && line[0];
+    bool remote = weirs || (r->ready && !own), ssh = !remote && line[0];
     if (ssh)
         snprintf(r->ssh_line, sizeof r->ssh_line, "%s", line);
     sync_unlock(&r->lock);
@@ -1304,6 +1311,14 @@ static bool woken(struct remote *r, int ms)
     return p > 0;
 }
 
+/* Whether the transfer needs its ssh session no more: the data connection
+ * can be resumed, or the whole stream crossed it already (the answer comes
+ * on it too). */
+static bool carries_on(struct remote *r)
+{
+    return weir_resumable(r->engine) || weir_stream_whole(r->engine);
+}
+
 /* The server, with a direct connection: the end of the ssh channel means
  * the local weir is gone, and the transfer stops at once. */
 static void *watch_main(void *arg)
@@ -1326,9 +1341,10 @@ static void *watch_main(void *arg)
             break;
         told = true;
     }
-    if (!told && weir_resumable(r->engine)) {
+    if (!told && carries_on(r)) {
         /* the ssh connection dropped, not the local weir: the transfer goes
-         * on, and a broken data connection is waited for as any other */
+         * on (its end, and its answer, travel on the data connection), and
+         * a broken data connection is waited for as any other */
         log_msg(r->log, LOG_WARN, "the ssh session ended without the local weir saying it "
                 "stopped: the transfer goes on, and waits for it up to --reconnect");
         return NULL;
@@ -1363,7 +1379,7 @@ static void *local_watch_main(void *arg)
         return NULL;
     bool dropped = (si.si_code == CLD_EXITED && si.si_status == 255) ||
                    si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED;
-    if (dropped && weir_resumable(r->engine)) {
+    if (dropped && carries_on(r)) {
         /* ssh itself ended, not the remote weir: the data's connection
          * carries on, and is resumed if it breaks */
         r->ssh_lost = true;
@@ -1519,11 +1535,14 @@ static int verdict(struct remote *r, int status)
     kept_line(r, r->ssh_line, last, sizeof last);
     log_msg(r->log, LOG_DEBUG, "ssh %s: pid %ld ended with wait status 0x%x", host,
             (long)r->ssh_pid, ws);
-    if (r->ssh_lost && status == 0) {
-        /* the remote end's answer came after its output and command were
-         * done: it vouches for the chain */
-        log_msg(r->log, LOG_INFO, "ssh %s: the transfer ended after its ssh connection did; the "
-                "remote end's answer vouches for it", host);
+    bool ssh_died = (WIFEXITED(ws) && WEXITSTATUS(ws) == 255) || WIFSIGNALED(ws);
+    if (status == 0 && (r->ssh_lost || (ssh_died && !r->ssh_stopped))) {
+        /* a push: the remote end's answer came after its output and command
+         * were done; a pull: the stream arrived whole and verified, and a
+         * remote producer that failed would have aborted it */
+        log_msg(r->log, LOG_INFO, "ssh %s: the transfer ended after its ssh connection did; %s "
+                "vouches for it", host, r->o->pull ? "the stream's verified end"
+                                                   : "the remote end's answer");
         return 0;
     }
     if (status != 0 && !r->ssh_stopped && !(WIFEXITED(ws) && WEXITSTATUS(ws) != 255))

@@ -105,7 +105,9 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
     bool eof;
     const char *name = s->t->name;
     /* plain bytes are no way out for a link tester */
-    const char *hint = s->tester ? NOT_LISTENER : NOT_WEIR;
+    const char *hint = s->rejoining ? "it was a weir receiver before the break"
+                       : s->tester  ? NOT_LISTENER
+                                    : NOT_WEIR;
     if (session_read_record(s->t, (int)(limit * 1000), stop, &r, raw, &got, &eof, err) == 0) {
         if (r.type == 'S' && r.code != 0)   /* refused, and told why */
             return error_set(err, WEIR_EXIT_NETWORK, "receiver: %s", r.msg);
@@ -135,8 +137,8 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
         return error_set(err, WEIR_EXIT_NETWORK, "%s: the peer closed the connection without "
                          "a weir greeting: %s", name, hint);
     if (errno == ETIMEDOUT)
-        return error_set(err, WEIR_EXIT_NETWORK, "%s: no weir greeting within %g s: %s", name,
-                         limit, hint);
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: no weir greeting within %.3g s: %s",
+                         name, limit, hint);
     return -1;   /* *err says why */
 }
 

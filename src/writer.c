@@ -1139,6 +1139,7 @@ static int rejoin(struct output *o, double limit, uint64_t *at, bool *refused,
     struct pipeline *p = o->p;
     *refused = false;
     o->session.greeted = false;
+    o->session.rejoining = true;
     if (session_read_greeting(&o->session, limit, &o->halt, e))
         return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;   /* busy: tried again */
     if (!(o->session.peer_features & CODEC_FEATURE_RESUME) || check_keys(o, e) != STEP_OK) {
@@ -1236,7 +1237,7 @@ static int reconnect(struct output *o, struct weir_error *e)
                 break;
             }
             if (err == ECONNREFUSED) {
-                bool all = confirmed >= o->session.sent;
+                bool all = o->ended && confirmed >= o->session.sent;
                 error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
                           "receiver refuses a new one: it is gone; it had confirmed %llu bytes "
                           "of the stream%s", o->name, cause, (unsigned long long)confirmed,
@@ -1363,7 +1364,7 @@ static bool writer_abort(struct output *o)
                               failed ? why.msg : "sender stopped", rest, restlen);
     if (!told && o->spec->kind == WEIR_OUT_TCP)
         log_msg(p->log, LOG_DEBUG, "%s: the receiver could not be told why (%s); resetting "
-                "the connection", o->t.name, o->session.spoke ? strerror(errno) : "nothing sent");
+                "the connection", o->name, o->session.spoke ? strerror(errno) : "nothing sent");
     if (!told) {
         o->t.ops->abort(&o->t);
     }

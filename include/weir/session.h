@@ -40,6 +40,7 @@ struct session_out {
     uint32_t peer_features;  /* what the receiver's greeting offers */
     bool peer_silent;        /* no greeting: the peer sent nothing at all in time */
     bool tester;             /* a link tester's: no hint at --raw when it is not weir */
+    bool rejoining;          /* a resuming sender's: the peer was a weir, no hint either */
     bool resume;             /* it offers resuming (--reconnect) in its greeting */
     /* the stream's bytes (from its header on, before any encryption) that
      * were written: a resumed connection starts from where the receiver

@@ -191,6 +191,10 @@ int weir_listen_port(const struct weir_engine *e);
 /* While weir_run() runs: whether a break of the transfer's connection would
  * now be resumed (a session named by the receiver, --reconnect). */
 bool weir_resumable(struct weir_engine *e);
+/* While weir_run() runs: whether the whole stream has crossed its
+ * connection (received and verified; or, sending, every connection's
+ * trailer sent): what is left is the outputs' and the answer's. */
+bool weir_stream_whole(struct weir_engine *e);
 /* After weir_run: whether every output was complete. */
 bool weir_succeeded(const struct weir_engine *e);
 void weir_destroy(struct weir_engine *e);

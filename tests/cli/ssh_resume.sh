@@ -191,6 +191,37 @@ wait_bounded "$BPID" 60
 ok "--ssh-tunnel, the remote weir killed: exit 5"
 has_msg "$TMP/err" "it is gone" "the remote weir killed: the local weir says it is gone"
 
+# the ssh session dropped once the whole stream is in, while the remote
+# consumer still works (a zfs recv committing): the transfer ends whole
+gen "$TMP/small" 2000003 mixed
+rm -f "$TMP/o1" "$TMP/o2"
+bg "$WEIR" -v "${SSH[@]}" --remote-weir "$RWEIR" \
+    --remote "head -c 1 >'$TMP/o1'; sleep 3; cat >'$TMP/o2'" -i "$TMP/small" 2>"$TMP/err"
+wait_for "$TMP/err" "answered" 60   # SIGUSR1 is weir's to take from here
+for _ in $(seq 200); do   # the sender sent it all, and waits for the answer
+    kill -USR1 "$BPID" 2>/dev/null
+    grep -q "waiting for the receiver" "$TMP/err" && break
+    sleep 0.05
+done
+has_msg "$TMP/err" "waiting for the receiver" "the whole stream sent, the answer awaited"
+kill -9 $(pgrep -P "$(cat "$TMP/sshd/sshd.pid")")
+wait_bounded "$BPID" 60
+[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "ssh dropped during the drain: exit $STATUS"; }
+ok "the ssh session dropped while the remote consumer drained: exit 0"
+cat "$TMP/o1" "$TMP/o2" >"$TMP/out"
+same "$TMP/small" "$TMP/out" "ssh dropped during the drain: identical"
+
+# ssh killed a moment before the producer ends: the engine may end before
+# the watch on ssh sees it; the remote end's answer still decides
+rm -f "$TMP/out"
+no_remote
+bg "$WEIR" -q "${SSH[@]}" --remote-weir "$RWEIR" --remote "cat >'$TMP/out'" -- \
+    sh -c "cat '$TMP/small'; sleep 0.5; pkill -KILL -P \$PPID -x ssh; exit 0"
+wait_bounded "$BPID" 60
+[ "$STATUS" -eq 0 ] || fail "ssh killed as the producer ended: exit $STATUS"
+ok "ssh killed as the producer ended: exit 0"
+same "$TMP/small" "$TMP/out" "ssh killed as the producer ended: identical"
+
 # with --reconnect 0 the same drop fails the transfer, as before
 rm -f "$TMP/out"
 bg "$WEIR" -q -r 8M --reconnect 0 "${SSH[@]}" --remote-weir "$RWEIR" --remote "cat >'$TMP/out'" \
