@@ -75,6 +75,7 @@ struct remote {
     struct tcp_listener keep;
     char keep_host[64];              /* server: who comes back to it (the tunnel's: this host) */
     bool ssh_lost;                   /* the ssh session ended while the transfer could resume */
+    double reconnect;                /* --reconnect, this end's */
     /* the tunnel (a push): where the remote weir waits for a broken
      * transfer to come back, which a new ssh session reaches from its host
      * (local: to dial through; server --ssh-server with a "rejoin" request:
@@ -1313,10 +1314,11 @@ static bool woken(struct remote *r, int ms)
 
 /* Whether the transfer needs its ssh session no more: the data connection
  * can be resumed, or the whole stream crossed it already (the answer comes
- * on it too). */
+ * on it too).  With --reconnect 0 the session's end fails the transfer, as
+ * a break of its connection does. */
 static bool carries_on(struct remote *r)
 {
-    return weir_resumable(r->engine) || weir_stream_whole(r->engine);
+    return weir_resumable(r->engine) || (r->reconnect > 0 && weir_stream_whole(r->engine));
 }
 
 /* The server, with a direct connection: the end of the ssh channel means
@@ -1438,6 +1440,7 @@ static bool dialled(struct remote *r)
 
 int remote_configure(struct remote *r, struct weir_config *c, struct weir_error *err)
 {
+    r->reconnect = c->reconnect;
     bool receives = r->server ? r->push : r->o->pull;
     if (!r->server) {
         if (r->o->pull) {
