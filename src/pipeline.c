@@ -1189,11 +1189,12 @@ int weir_run(struct weir_engine *e, const struct weir_observer *obs)
         /* after every output accepted every byte, flushed, and every
          * consumer exited: the sender's exit status rests on this */
         int code = p->failed ? p->first.status : 0;
-        if (session_answer(&p->back, code, p->data_bytes, p->stream_chain,
-                           p->failed ? p->first.msg : NULL) &&
-            !p->failed)
+        const char *msg = p->failed ? p->first.msg : NULL;
+        bool sent = session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg) == 0;
+        if (!sent && !p->failed && !p->answer_home)
             log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s", p->in.name,
                     strerror(errno));
+        reader_answer_home(p, sent, code, msg);
     }
     if (p->in.fd >= 0) {
         struct weir_error ignored;

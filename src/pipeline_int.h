@@ -230,6 +230,8 @@ struct pipeline {
     bool answer_sender;        /* lock: the input is a weir stream over TCP */
     uint64_t stream_chain;     /* lock: the received stream's chain, once verified */
     bool stream_whole;         /* lock: the received stream ended, whole and verified */
+    bool answer_home;          /* a resumable session's stream ended whole: its listener
+                                  and token stay until the sender has the answer */
     bool input_closed;         /* lock: the reader closed the input */
     struct session_in back;    /* keepalives (main), confirmations (the reader), the
                                   answer (main, at the end): written under lock */
@@ -281,6 +283,12 @@ int io_timeout_ms(const struct pipeline *p, const struct transport *t);
 
 /* reader.c, writer.c, worker.c: thread bodies */
 void *reader_main(void *arg);
+/* reader.c: after the answer was sent (sent: without an error), make sure
+ * a resumable session's sender has it: a connection that broke before the
+ * sender could read it is waited for again on the listening socket, and
+ * the sender that comes back is told the whole stream is held and given
+ * the answer again.  The main thread's, at the end of weir_run(). */
+void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg);
 void *writer_main(void *arg);
 void *backchannel_main(void *arg);
 void *worker_main(void *arg);

@@ -84,6 +84,20 @@ struct reader {
 
 static int resume_input(struct reader *r, const char *cause);
 
+/* A resumable session's connection that broke once the whole stream had
+ * arrived (after the trailer; the sender's half-close lost in a reset):
+ * the stream ends as with EOF, and the answer still finds its sender. */
+static bool whole_then_broke(struct pipeline *p, int err)
+{
+    sync_lock(&p->lock);
+    bool resumable = p->resumable;
+    sync_unlock(&p->lock);
+    const struct stream_decoder *d = p->decoder;
+    return resumable && d && !d->in_stream && d->streams > 0 && !atomic_load(&p->stop) &&
+           (err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
+            err == EPIPE || err == EHOSTUNREACH || err == ENETUNREACH);
+}
+
 /* Whether a failed read (got 0: the end) broke a session that may resume:
  * a reset, a cut, a timeout, an encrypted stream cut short, before the
  * stream's trailer; not a stop, nor an abort (which the decoder reads as a
@@ -213,6 +227,8 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
                 continue;
             return -1;
         }
+        if (got < 0 && whole_then_broke(p, errno))
+            return 0;   /* the end: the sender comes back for its answer (reader_answer_home) */
         if (got < 0) {
             r->timed_out = errno == ETIMEDOUT;
             if (p->in.sealed && (errno == EBADMSG || errno == EPROTO || errno == EPIPE))
@@ -1011,6 +1027,62 @@ static int resume_input(struct reader *r, const char *cause)
     return 0;
 }
 
+#define ANSWER_READ_MS 5000     /* for the sender to close once it has the answer */
+#define ANSWER_HOME_SECS 30.0   /* for it to come back for the answer, at most */
+
+void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg)
+{
+    if (!p->answer_home)
+        return;
+    p->answer_home = false;
+    char b[64];
+    if (sent) {
+        /* a sender that read the answer closes its side */
+        atomic_bool alive = false;
+        ssize_t got = p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, &alive);
+        if (got >= 0 || errno == ETIMEDOUT)
+            goto done;
+    }
+    double window = p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
+    log_msg(p->log, LOG_WARN, "%s: the connection broke before the sender had the answer; "
+            "waiting up to %g s for it to come back for it", p->in.name, window);
+    struct transport old = p->in;
+    sync_lock(&p->lock);
+    transport_none(&p->in);
+    session_in_init(&p->back, &p->in);
+    sync_unlock(&p->lock);
+    struct weir_error ignored;
+    old.ops->abort(&old);
+    transport_close(&old, false, NULL, &ignored);
+    struct listener_config cfg;
+    listener_settings(p, &cfg, p->token, window);
+    struct transport t;
+    struct listener_peer peer;
+    struct weir_error e;
+    p->nahead = p->ahead_pos = 0;
+    atomic_bool never = false;   /* the engine's stop is set by now: this has its own bound */
+    if (listener_admit(&p->listener, &cfg, &never, p->log, &t, p->ahead, &p->nahead, &peer,
+                       &e) != 0) {
+        log_msg(p->log, LOG_WARN, "%s: the sender did not come back for the answer (%s)",
+                p->listener.addr, e.msg);
+        goto done;
+    }
+    take_connection(p, &t);
+    uint64_t held = atomic_load(&p->held);
+    sync_lock(&p->lock);
+    /* everything is held: the sender resends nothing and waits for this */
+    bool told = session_confirm(&p->back, held) &&
+                session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg) == 0;
+    sync_unlock(&p->lock);
+    if (told) {
+        log_msg(p->log, LOG_WARN, "%s: the sender came back for the answer", p->in.name);
+        (void)p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, &never);
+    }
+done:
+    tcp_listener_close(&p->listener);
+    OPENSSL_cleanse(p->token, sizeof p->token);
+}
+
 /* The input ended or failed: close it (a producer is waited for, so its
  * exit status counts before the stream is declared complete), unless a
  * weir sender still needs its answer from the main thread. */
@@ -1052,10 +1124,14 @@ void *reader_main(void *arg)
     sync_lock(&p->lock);
     bool resumable = p->resumable;
     p->resumable = false;   /* the stream is over: nothing more to confirm or resume */
+    /* whole: its sender may still have to come back for the answer */
+    p->answer_home = resumable && rc == STEP_OK && p->stream_whole && p->listener.fd >= 0;
+    bool home = p->answer_home;
     sync_unlock(&p->lock);
-    if (resumable)
+    if (resumable && !home) {
         tcp_listener_close(&p->listener);
-    OPENSSL_cleanse(p->token, sizeof p->token);
+        OPENSSL_cleanse(p->token, sizeof p->token);
+    }
     rc = close_input(p, rc, &e);
     if (rc == STEP_OK && p->encode)
         rc = compress_end(&r);

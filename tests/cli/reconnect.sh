@@ -117,6 +117,22 @@ wait_bounded "$LPID" 60
 has_msg "$TMP/serr" "2 reconnections" "cut twice while the sender's 8 MiB buffer was full"
 same "$TMP/in" "$TMP/out" "cut while the buffer was full: whole"
 
+# the connection reset once the whole stream is in (the proxy cuts as the
+# sender half-closes after its trailer), while the receiver's consumer
+# still works: the answer cannot go back on it, so the sender comes back
+# for it, and both exit 0
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -- sh -c "sleep 1; cat >'$TMP/out'"
+proxy "$LPORT" 1 0 reset --at-end
+"$WEIR" --reconnect 60 -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" ||
+    { cat "$TMP/serr" "$TMP/lerr"; fail "cut after the trailer: sender exit $?"; }
+wait_bounded "$LPID" 60
+[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "cut after the trailer: receiver exit $STATUS"; }
+ok "cut after the trailer, before the answer: both exit 0"
+same "$TMP/in" "$TMP/out" "cut after the trailer: whole"
+has_msg "$TMP/lerr" "the sender came back for the answer" "cut after the trailer: the answer went home"
+kill "$PPID_" 2>/dev/null
+
 # a black hole: the proxy stops relaying but keeps both sockets open.  The
 # sender hears no keepalive for 10 s (or, its data all sent, sees the proxy
 # close its side) and reconnects; the receiver, which heard nothing for as

@@ -41,6 +41,9 @@
  *                              no connection is left
  *         --hold SECS          leave each new connection alone for SECS
  *                              before connecting it to the target
+ *         --at-end             cut a connection when its client half-closes
+ *                              (its last byte reached the server), with
+ *                              EVERY 0
  *         --down               count the server's bytes instead, and cut
  *                              once EVERY of them reached the client (what
  *                              is in flight then is lost)
@@ -460,6 +463,7 @@ struct cutproxy {
     int target, lfd;
     const char *target_file;    /* @FILE: the target's port, once FILE holds it */
     int down;                   /* --down: count (and cut at) the server's bytes */
+    int at_end;                 /* --at-end: cut when the client half-closes instead */
     int cuts, made, refuse;     /* cuts to make, cuts made, --refuse-after */
     enum cutmode mode;
     unsigned long long every, mute;
@@ -644,6 +648,10 @@ static void take(struct cutproxy *p, struct link *c, int d, size_t n)
     f->len = n;
     if (d != p->down)
         return;
+    if (p->at_end) {
+        c->up += n;
+        return;
+    }
     if (p->made < p->cuts && c->up <= p->every && c->up + n >= p->every) {
         f->len = (size_t)(p->every - c->up);
         c->up = p->every;
@@ -696,6 +704,11 @@ static void pump(struct cutproxy *p, struct link *c, int d)
     if (f->len > 0 && put(f, c->fd[!d]) < 0) {
         f->len = f->off = 0;
         f->done = 1;
+    }
+    if (f->ended && f->len == 0 && !f->done && d == 0 && p->at_end && p->made < p->cuts) {
+        f->done = 1;
+        cut_link(p, c);   /* all it sent reaches the server; nothing comes back */
+        return;
     }
     if (f->ended && f->len == 0 && !f->done) {
         shutdown(c->fd[!d], SHUT_WR);
@@ -815,8 +828,11 @@ static int cmd_cutproxy(int argc, char **argv)
     if (argc > 6 && strncmp(argv[6], "--", 2) != 0)
         p.gap = atof(argv[i++]);
     for (; i < argc; i += 2) {
-        if (strcmp(argv[i], "--down") == 0) {
-            p.down = 1;
+        if (strcmp(argv[i], "--down") == 0 || strcmp(argv[i], "--at-end") == 0) {
+            if (argv[i][2] == 'd')
+                p.down = 1;
+            else
+                p.at_end = 1;
             i--;
             continue;
         }
