@@ -1036,6 +1036,11 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
         return;
     p->answer_home = false;
     char b[64];
+    /* only an answer the sender can still want: success, or this end's
+     * outputs failing; not a stop (a signal here, the sender's abort, its
+     * weir gone) */
+    if (p->failed && p->first.status != WEIR_EXIT_OUTPUT)
+        goto done;
     if (sent) {
         /* a sender that read the answer closes its side */
         atomic_bool alive = false;
