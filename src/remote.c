@@ -470,18 +470,28 @@ static const char *const path_names[] = {"auto", "tunnel", "direct"};
 
 /* One connection on a listening socket within secs, from the address want
  * when it is given (others are closed, and the wait goes on): 0 with *fd
- * tuned for the engine, or -1. */
+ * tuned for the engine, or -1 (errno ETIMEDOUT, or ECANCELED once *stop is
+ * set; the start's own stop, r->halt, says which signal). */
 static int accept_one(struct remote *r, struct tcp_listener *l, const char *want, double secs,
-                      double io_timeout, int *fd, const char *name, struct weir_error *err)
+                      double io_timeout, atomic_bool *stop, int *fd, const char *name,
+                      struct weir_error *err)
 {
     double until = clock_now() + secs;
     for (;;) {
         int left = (int)((until - clock_now()) * 1000);
-        if (left <= 0)
-            return error_set(err, WEIR_EXIT_NETWORK, "%s: no connection within %g s", name,
-                             secs);
-        if (atomic_load(&r->halt))
-            return halted(r, "waiting for the data's connection", err);
+        if (left <= 0) {
+            error_set(err, WEIR_EXIT_NETWORK, "%s: no connection within %g s", name, secs);
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (atomic_load(stop)) {
+            if (stop == &r->halt)
+                halted(r, "waiting for the data's connection", err);
+            else
+                error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "%s", name);
+            errno = ECANCELED;
+            return -1;
+        }
         struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
         int p = poll(&pfd, 1, left < 100 ? left : 100);
         if (p < 0 && errno != EINTR)
@@ -560,8 +570,8 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
     if (strcmp(what, "direct") == 0 && r->back.fd >= 0) {
         snprintf(r->data_name, sizeof r->data_name, "%s %s (direct, connected back)", host,
                  r->back.addr);
-        int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->data_fd,
-                            r->data_name, err);
+        int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->halt,
+                            &r->data_fd, r->data_name, err);
         if (rc == 0)
             r->keep = r->back;   /* to be found again there */
         else
@@ -785,46 +795,8 @@ static int accept_again(void *ctx, double timeout, atomic_bool *stop, int *fd,
                         struct weir_error *err)
 {
     struct remote *r = ctx;
-    double until = clock_now() + timeout;
-    for (;;) {
-        int left = (int)((until - clock_now()) * 1000);
-        if (atomic_load(stop)) {
-            errno = ECANCELED;
-            return error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "%s", r->keep.addr);
-        }
-        if (left <= 0) {
-            error_set(err, WEIR_EXIT_NETWORK, "%s: the other end did not come back within %g s",
-                      r->keep.addr, timeout);
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        struct pollfd pfd = {.fd = r->keep.fd, .events = POLLIN};
-        int p = poll(&pfd, 1, left < 100 ? left : 100);
-        if (p <= 0)
-            continue;
-        struct sockaddr_storage ss;
-        socklen_t slen = sizeof ss;
-        int got = accept4(r->keep.fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (got < 0)
-            continue;
-        char host[NI_MAXHOST];
-        if (r->keep_host[0] &&
-            (getnameinfo((struct sockaddr *)&ss, slen, host, sizeof host, NULL, 0,
-                         NI_NUMERICHOST) != 0 || strcmp(host, r->keep_host) != 0)) {
-            char peer[80];
-            tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
-            log_msg(r->log, LOG_WARN, "%s: refused connection from %s: not %s", r->keep.addr,
-                    peer, r->keep_host);
-            close(got);
-            continue;
-        }
-        if (tcp_tune(got, r->server ? 600 : r->o->io_timeout) != 0) {
-            close(got);
-            continue;
-        }
-        *fd = got;
-        return 0;
-    }
+    return accept_one(r, &r->keep, r->keep_host[0] ? r->keep_host : NULL, timeout,
+                      r->server ? 600 : r->o->io_timeout, stop, fd, r->keep.addr, err);
 }
 
 int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
@@ -1177,7 +1149,7 @@ static int server_data(struct remote *r, struct weir_error *err)
         long len = get_line(&rd, line, sizeof line);
         if (len >= 0 && strcmp(line, "via direct") == 0) {
             snprintf(r->data_name, sizeof r->data_name, "the local weir %s (direct)", r->peer);
-            int rc = accept_one(r, &l, r->peer, 2 * DIRECT_SECS, 600, &r->data_fd,
+            int rc = accept_one(r, &l, r->peer, 2 * DIRECT_SECS, 600, &r->halt, &r->data_fd,
                                 r->data_name, err);
             if (rc == 0) {
                 r->keep = l;   /* to be found again there */
