@@ -921,6 +921,23 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
     return STEP_OK;
 }
 
+/* A broken input connection goes (reset, so that its sender knows); the
+ * main thread's records wait for the next one.  since: the gap's start, or
+ * 0 when no gap is counted. */
+static void let_go_input(struct pipeline *p, double since)
+{
+    sync_lock(&p->lock);
+    struct transport old = p->in;
+    transport_none(&p->in);
+    session_in_init(&p->back, &p->in);
+    if (since > 0)
+        p->gap_since = since;
+    sync_unlock(&p->lock);
+    struct weir_error ignored;
+    old.ops->abort(&old);
+    transport_close(&old, false, NULL, &ignored);
+}
+
 /* A receiver that dialled its connection dials again (input_redial), until
  * deadline, and admits what it reaches as its listener would (the sender
  * proves itself with the session's token): 0, or -1 with errno
@@ -980,16 +997,7 @@ static int resume_input(struct reader *r, const char *cause)
     snprintf(name, sizeof name, "%s", p->in.name);
     log_msg(p->log, LOG_WARN, "%s: the connection broke (%s); waiting up to %g s for the "
             "sender to come back", name, cause, window);
-    struct transport old;
-    sync_lock(&p->lock);
-    old = p->in;
-    transport_none(&p->in);   /* the main thread's keepalives wait for the new one */
-    session_in_init(&p->back, &p->in);
-    p->gap_since = since;
-    sync_unlock(&p->lock);
-    struct weir_error ignored;
-    old.ops->abort(&old);
-    transport_close(&old, false, NULL, &ignored);
+    let_go_input(p, since);
     struct listener_config cfg;
     listener_settings(p, &cfg, p->token, window);
     struct transport t;
@@ -1051,14 +1059,7 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
     double window = p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
     log_msg(p->log, LOG_WARN, "%s: the connection broke before the sender had the answer; "
             "waiting up to %g s for it to come back for it", p->in.name, window);
-    struct transport old = p->in;
-    sync_lock(&p->lock);
-    transport_none(&p->in);
-    session_in_init(&p->back, &p->in);
-    sync_unlock(&p->lock);
-    struct weir_error ignored;
-    old.ops->abort(&old);
-    transport_close(&old, false, NULL, &ignored);
+    let_go_input(p, 0);
     struct listener_config cfg;
     listener_settings(p, &cfg, p->token, window);
     struct transport t;

@@ -147,3 +147,19 @@ bg() {
     BPID=$!
     PIDS+=("$BPID")
 }
+
+# start_sshd: a throwaway sshd on a loopback port for this test (stopped at
+# exit), with its ssh wrapper $TMP/sshd/ssh; sets HOST (user@127.0.0.1) and
+# RWEIR, the weir the remote end runs, under a name of this test's own, so
+# that pgrep finds only this test's remote weirs (others run beside it)
+start_sshd() {
+    local sshd
+    sshd=$(dirname "${BASH_SOURCE[0]}")/../tools/sshd.sh
+    trap 'bash "'"$sshd"'" stop "$TMP/sshd"; cleanup' EXIT
+    bash "$sshd" start "$TMP/sshd" >"$TMP/sshd.port" 2>"$TMP/sshd.err" ||
+        { cat "$TMP/sshd.err" >&2; fail "could not start a throwaway sshd (openssh-server)"; }
+    ok "a throwaway sshd runs on 127.0.0.1:$(cat "$TMP/sshd.port")"
+    HOST="$(id -un)@127.0.0.1"
+    RWEIR=$TMP/weir
+    ln -s "$WEIR" "$RWEIR"
+}

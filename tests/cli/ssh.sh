@@ -7,17 +7,7 @@
 # missing remote weir and a killed ssh each give their status and a message
 # naming the side; SIGINT leaves nothing running on the "remote" side.
 . "$(dirname "$0")/lib.sh"
-SSHD=$(dirname "$0")/../tools/sshd.sh
-stop_sshd() { bash "$SSHD" stop "$TMP/sshd"; cleanup; }
-trap stop_sshd EXIT
-bash "$SSHD" start "$TMP/sshd" >"$TMP/sshd.port" 2>"$TMP/sshd.err" ||
-    { cat "$TMP/sshd.err" >&2; fail "could not start a throwaway sshd (openssh-server)"; }
-ok "a throwaway sshd runs on 127.0.0.1:$(cat "$TMP/sshd.port")"
-HOST="$(id -un)@127.0.0.1"
-# the remote weir under a name of this test's own, so that pgrep finds
-# only this test's remote weirs (other tests run beside it)
-RWEIR=$TMP/weir
-ln -s "$WEIR" "$RWEIR"
+start_sshd
 SSH=(--ssh "$HOST" --rsh "$TMP/sshd/ssh" --remote-weir "$RWEIR")
 
 for n in 0 1 "$(sized 20971520 3000001)"; do

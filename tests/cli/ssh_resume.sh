@@ -8,18 +8,8 @@
 # A local weir killed outright leaves its remote end waiting only until
 # --reconnect runs out; with --reconnect 0 an ssh drop fails as before.
 . "$(dirname "$0")/lib.sh"
-SSHD=$(dirname "$0")/../tools/sshd.sh
-stop_sshd() { bash "$SSHD" stop "$TMP/sshd"; cleanup; }
-trap stop_sshd EXIT
-bash "$SSHD" start "$TMP/sshd" >"$TMP/sshd.port" 2>"$TMP/sshd.err" ||
-    { cat "$TMP/sshd.err" >&2; fail "could not start a throwaway sshd (openssh-server)"; }
-ok "a throwaway sshd runs on 127.0.0.1:$(cat "$TMP/sshd.port")"
-HOST="$(id -un)@127.0.0.1"
+start_sshd
 SSH=(--ssh "$HOST" --rsh "$TMP/sshd/ssh")
-# the remote weir under a name of this test's own, so that pgrep finds
-# only this test's remote weirs (other tests run beside it)
-RWEIR=$TMP/weir
-ln -s "$WEIR" "$RWEIR"
 # no_remote: wait until no remote weir of this test runs (a finished
 # transfer's remote end may still be exiting)
 no_remote() {
