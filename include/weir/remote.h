@@ -12,9 +12,12 @@
  *   local push:  ssh starts in remote_configure(); the remote weir listens
  *                on the address ssh reached (SSH_CONNECTION) and says its
  *                port; the local engine sends there.
- *   local pull:  the local engine listens (weir_create), remote_started()
- *                starts ssh and hands over the port; the remote weir
- *                connects to the address ssh came from.
+ *   local pull:  the same, the other way: the local engine receives over
+ *                the connection it made to the remote weir's port.
+ *   --connect-back: the local weir listens and the remote one connects to
+ *                the address ssh came from; through ssh (--ssh-tunnel, or
+ *                when no direct connection can be made) the stream travels
+ *                on the ssh session itself.
  *   server:      weir --ssh-server, on the remote host: the request is read
  *                from standard input and answered on standard output, the
  *                remote command runs as the consumer (push) or producer
