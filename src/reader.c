@@ -1050,15 +1050,21 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
     if (p->failed && p->first.status != WEIR_EXIT_OUTPUT)
         goto done;
     if (sent) {
-        /* a sender that read the answer closes its side */
+        /* a sender that read the answer closes its side.  Only that proves
+         * the answer arrived: a write succeeds into a socket buffer whose
+         * bytes a black hole then swallows, so silence counts as a break */
         atomic_bool alive = false;
         ssize_t got = p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, &alive);
-        if (got >= 0 || errno == ETIMEDOUT)
+        if (got >= 0)
             goto done;
     }
+    bool silent = sent && errno == ETIMEDOUT;
     double window = p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
-    log_msg(p->log, LOG_WARN, "%s: the connection broke before the sender had the answer; "
-            "waiting up to %g s for it to come back for it", p->in.name, window);
+    log_msg(p->log, LOG_WARN, "%s: %s; waiting up to %g s for it to come back for it",
+            p->in.name, silent ? "the sender did not close within 5 s of the answer, which may "
+                                 "not have reached it"
+                               : "the connection broke before the sender had the answer",
+            window);
     let_go_input(p, 0);
     struct listener_config cfg;
     listener_settings(p, &cfg, p->token, window);

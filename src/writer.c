@@ -1106,9 +1106,13 @@ static bool connection_broke(struct output *o)
 static void let_go(struct output *o)
 {
     struct pipeline *p = o->p;
+    /* a connection given up on is reset, not closed: a receiver that had
+     * the whole stream must not take its end for the sender having the
+     * answer (reader_answer_home) */
+    o->t.ops->abort(&o->t);
     if (o->has_backchannel) {
         if (o->t.fd >= 0)
-            shutdown(o->t.fd, SHUT_RDWR);
+            shutdown(o->t.fd, SHUT_RD);   /* wakes the back channel, sends nothing */
         sync_join(o->backchannel);
         o->has_backchannel = false;
     }
@@ -1124,7 +1128,6 @@ static void let_go(struct output *o)
     o->ahead_head = o->ahead_count = 0;
     sync_unlock(&p->lock);
     struct weir_error ignored;
-    o->t.ops->abort(&o->t);
     transport_close(&o->t, false, &o->halt, &ignored);
     transport_none(&o->t);
 }

@@ -133,11 +133,31 @@ same "$TMP/in" "$TMP/out" "cut after the trailer: whole"
 has_msg "$TMP/lerr" "the sender came back for the answer" "cut after the trailer: the answer went home"
 kill "$PPID_" 2>/dev/null
 
+# a black hole once the whole stream is in: the receiver's answer is
+# written into a socket and swallowed, and the sender's close never comes.
+# Silence after the answer is no proof that it arrived, so the receiver
+# waits for the sender to come back for it, and both exit 0 (before, the
+# receiver took the silence for delivery and left: sender exit 5)
+gen "$TMP/small" 3000000 random
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+proxy "$LPORT" 1 0 silent --at-end
+"$WEIR" --reconnect 60 -i "$TMP/small" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" ||
+    { cat "$TMP/serr" "$TMP/lerr"; fail "a black hole after the trailer: sender exit $?"; }
+wait_bounded "$LPID" 60
+[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "a black hole after the trailer: receiver exit $STATUS"; }
+ok "a black hole after the trailer: both exit 0"
+has_msg "$TMP/lerr" "the sender did not close within 5 s of the answer" \
+    "a black hole after the trailer: the receiver does not take silence for delivery"
+has_msg "$TMP/lerr" "the sender came back for the answer" "a black hole after the trailer: the answer went home"
+has_msg "$TMP/serr" "1 reconnection" "a black hole after the trailer: the sender counts its reconnection"
+same "$TMP/small" "$TMP/out" "a black hole after the trailer: whole"
+kill "$PPID_" 2>/dev/null
+
 # a black hole: the proxy stops relaying but keeps both sockets open.  The
 # sender hears no keepalive for 10 s (or, its data all sent, sees the proxy
 # close its side) and reconnects; the receiver, which heard nothing for as
 # long with its sender knocking again, lets the old connection go
-gen "$TMP/small" 3000000 random
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
 proxy "$LPORT" 1 1000000 silent

@@ -31,8 +31,9 @@
  *       server, printing "cut N at BYTES":
  *         reset                RST both ways
  *         cut                  FIN both ways
- *         silent               nothing more passes, both sides are read and
- *                              ignored until they close
+ *         silent               nothing more passes, not even a close: both
+ *                              sides are read and ignored, and their sockets
+ *                              stay open until the proxy exits
  *       after a cut nothing is accepted for GAP_SECS (default 0), then "gap
  *       over" is printed. OPTIONS:
  *         --mute-back BYTES    on a connection to be cut, drop what the
@@ -740,16 +741,11 @@ static void after_cut(struct cutproxy *p, struct link *c)
             c->state = DRAINING;
         }
     }
-    if (c->state == BLACKHOLE) {
-        /* a side is closed when its peer closes it */
-        for (int d = 0; d < 2; d++)
-            if (c->fd[d] >= 0 && c->flow[d].ended) {
-                close(c->fd[d]);
-                c->fd[d] = -1;
-            }
-        if (c->fd[0] < 0 && c->fd[1] < 0)
-            c->state = GONE;
-    }
+    /* a black hole passes on no close either: once both peers have ended,
+     * the link leaves with its sockets still open (the proxy exiting closes
+     * them), so that neither peer ever hears of the other's close */
+    if (c->state == BLACKHOLE && c->flow[0].ended && c->flow[1].ended)
+        c->state = GONE;
 }
 
 /* Draining: once the server has all the bytes, close (reset or FIN). */
