@@ -287,19 +287,30 @@ static int sealed_failed(struct reader *r, struct weir_error *e)
            STEP_FAIL;
 }
 
+/* Why the input failed, if the reader knows more than errno: the sender
+ * gone, the encrypted stream, a timeout.  true when e says it. */
+static bool known_failure(struct reader *r, struct weir_error *e)
+{
+    if (r->gone.msg[0])
+        *e = r->gone;
+    else if (r->sealed_errno)
+        sealed_failed(r, e);
+    else if (r->timed_out)
+        error_set(e, r->p->in.status, "%s: no progress for %g s", r->p->in.name,
+                  r->p->cfg->tcp.io_timeout);
+    else
+        return false;
+    return true;
+}
+
 /* A read failure as a step: a stop is not an error of its own. */
 static int read_failed(struct reader *r, struct weir_error *e)
 {
     struct pipeline *p = r->p;
     if (errno == ECANCELED || atomic_load(&p->stop))
         return STEP_STOP;
-    if (r->gone.msg[0])
-        return *e = r->gone, STEP_FAIL;
-    if (r->sealed_errno)
-        return sealed_failed(r, e);
-    if (r->timed_out)
-        return error_set(e, p->in.status, "%s: no progress for %g s", p->in.name,
-                         p->cfg->tcp.io_timeout), STEP_FAIL;
+    if (known_failure(r, e))
+        return STEP_FAIL;
     if (r->seek_failed)
         return error_sys(e, p->in.status, errno, "%s: lseek (looking for its holes)",
                          p->in.name), STEP_FAIL;
@@ -312,13 +323,7 @@ static int decode_failed(struct reader *r, struct weir_error *e)
 {
     if (atomic_load(&r->p->stop))
         return STEP_STOP;
-    if (r->gone.msg[0])
-        return *e = r->gone, STEP_FAIL;
-    if (r->sealed_errno)
-        return sealed_failed(r, e);
-    if (r->timed_out)
-        error_set(e, r->p->in.status, "%s: no progress for %g s", r->p->in.name,
-                  r->p->cfg->tcp.io_timeout);
+    (void)known_failure(r, e);   /* else the decoder's own message stands */
     return STEP_FAIL;
 }
 
@@ -984,6 +989,30 @@ static int redial_sender(struct pipeline *p, struct listener_config *cfg, double
     }
 }
 
+/* Let the broken connection go and take the session's sender back: on
+ * the listening socket (refusing any other, listener.c) for up to window
+ * seconds, or by dialling it again.  stop ends the wait early; the dialling
+ * follows the engine's own.  0 with the new connection as the input, or
+ * -1 with errno and e. */
+static int readmit(struct pipeline *p, double since, double window, atomic_bool *stop,
+                   struct weir_error *e)
+{
+    let_go_input(p, since);
+    struct listener_config cfg;
+    listener_settings(p, &cfg, p->token, window);
+    struct transport t;
+    struct listener_peer peer;
+    p->nahead = p->ahead_pos = 0;
+    double start = since > 0 ? since : clock_now();
+    int rc = p->cfg->input_redial
+                 ? redial_sender(p, &cfg, start + window, &t, &peer, e)
+                 : listener_admit(&p->listener, &cfg, stop, p->log, &t, p->ahead, &p->nahead,
+                                  &peer, e);
+    if (rc == 0)
+        take_connection(p, &t);
+    return rc;
+}
+
 /* The connection of a session that may resume broke (cause): close it,
  * keep everything else as it is, and wait up to --reconnect for its sender
  * on the listening socket, refusing any other (listener.c).  Once it is
@@ -997,16 +1026,8 @@ static int resume_input(struct reader *r, const char *cause)
     snprintf(name, sizeof name, "%s", p->in.name);
     log_msg(p->log, LOG_WARN, "%s: the connection broke (%s); waiting up to %g s for the "
             "sender to come back", name, cause, window);
-    let_go_input(p, since);
-    struct listener_config cfg;
-    listener_settings(p, &cfg, p->token, window);
-    struct transport t;
-    struct listener_peer peer;
     struct weir_error e;
-    p->nahead = p->ahead_pos = 0;
-    int rc = p->cfg->input_redial ? redial_sender(p, &cfg, since + window, &t, &peer, &e)
-                                  : listener_admit(&p->listener, &cfg, &p->stop, p->log, &t,
-                                                   p->ahead, &p->nahead, &peer, &e);
+    int rc = readmit(p, since, window, &p->stop, &e);
     sync_lock(&p->lock);
     p->gap_secs += clock_now() - since;
     p->gap_since = 0;
@@ -1023,7 +1044,6 @@ static int resume_input(struct reader *r, const char *cause)
         errno = EPIPE;
         return -1;
     }
-    take_connection(p, &t);
     uint64_t held = atomic_load(&p->held);
     sync_lock(&p->lock);
     p->reconnections++;
@@ -1065,21 +1085,13 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
                                  "not have reached it"
                                : "the connection broke before the sender had the answer",
             window);
-    let_go_input(p, 0);
-    struct listener_config cfg;
-    listener_settings(p, &cfg, p->token, window);
-    struct transport t;
-    struct listener_peer peer;
     struct weir_error e;
-    p->nahead = p->ahead_pos = 0;
     atomic_bool never = false;   /* the engine's stop is set by now: this has its own bound */
-    if (listener_admit(&p->listener, &cfg, &never, p->log, &t, p->ahead, &p->nahead, &peer,
-                       &e) != 0) {
+    if (readmit(p, 0, window, &never, &e) != 0) {
         log_msg(p->log, LOG_WARN, "%s: the sender did not come back for the answer (%s)",
                 p->listener.addr, e.msg);
         goto done;
     }
-    take_connection(p, &t);
     uint64_t held = atomic_load(&p->held);
     sync_lock(&p->lock);
     /* everything is held: the sender resends nothing and waits for this */

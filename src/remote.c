@@ -799,13 +799,12 @@ static int accept_again(void *ctx, double timeout, atomic_bool *stop, int *fd,
                       r->server ? 600 : r->o->io_timeout, stop, fd, r->keep.addr, err);
 }
 
-int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
-                     struct weir_error *err)
+/* A remote with nothing open yet, or NULL without memory. */
+static struct remote *remote_alloc(struct weir_log *log)
 {
     struct remote *r = calloc(1, sizeof *r);
     if (!r)
-        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "ssh %s", o->ssh_host);
-    r->o = o;
+        return NULL;
     r->log = log;
     r->ctl_in = r->ctl_out = r->err_fd = r->data_fd = -1;
     r->wake[0] = r->wake[1] = r->relay[0] = r->relay[1] = -1;
@@ -815,6 +814,16 @@ int remote_local_new(struct remote **out, const struct weir_options *o, struct w
     atomic_init(&r->starting, false);
     atomic_init(&r->halt_sig, 0);
     sync_mutex_init(&r->lock);
+    return r;
+}
+
+int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
+                     struct weir_error *err)
+{
+    struct remote *r = remote_alloc(log);
+    if (!r)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "ssh %s", o->ssh_host);
+    r->o = o;
     if (pipe2(r->wake, O_CLOEXEC) != 0) {
         int e = errno;
         remote_free(r);
@@ -1194,19 +1203,10 @@ static int serve_start(struct remote *r, struct weir_options *o, struct weir_err
 int remote_server_new(struct remote **out, struct weir_log *log, struct weir_options *o,
                       struct weir_error *err)
 {
-    struct remote *r = calloc(1, sizeof *r);
+    struct remote *r = remote_alloc(log);
     if (!r)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server");
     r->server = true;
-    r->log = log;
-    r->err_fd = r->data_fd = -1;
-    r->wake[0] = r->wake[1] = r->relay[0] = r->relay[1] = -1;
-    r->back.fd = r->keep.fd = -1;
-    atomic_init(&r->err_stop, false);
-    atomic_init(&r->halt, false);
-    atomic_init(&r->starting, false);
-    atomic_init(&r->halt_sig, 0);
-    sync_mutex_init(&r->lock);
     *out = r;
     /* the channel moves aside: the commands this weir runs get /dev/null
      * for input, and their output goes to standard error, which ssh

@@ -21,6 +21,19 @@ proxy() {
     PPORT=$(grep -o 'listening on [0-9]*' "$TMP/proxy" | grep -o '[0-9]*$')
 }
 
+# send_both_ok LABEL INPUT [SENDER-OPTIONS...]: send INPUT through the
+# proxy to the receiver listening on LPORT; both must exit 0
+send_both_ok() {
+    local label=$1 input=$2
+    shift 2
+    "$WEIR" "$@" -i "$input" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
+    local sst=$?
+    wait_bounded "$LPID" 60
+    [ "$sst" -eq 0 ] && [ "$STATUS" -eq 0 ] ||
+        { cat "$TMP/serr" "$TMP/lerr"; fail "$label: sender exit $sst, receiver exit $STATUS"; }
+    ok "$label: both exit 0"
+}
+
 # resume LABEL CUTS EVERY MODE SENDER-OPTIONS... -- RECEIVER-OPTIONS...:
 # sender -> cut proxy -> receiver; both must exit 0 with the data whole and
 # CUTS reconnections in both summaries
@@ -34,11 +47,7 @@ resume() {
     rm -f "$TMP/out"
     listen "$TMP/rout" "$TMP/lerr" --reconnect 60 "${ropts[@]}"
     proxy "$LPORT" "$cuts" "$every" "$mode"
-    "$WEIR" --reconnect 60 "${sopts[@]}" -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
-    local sst=$?
-    wait_bounded "$LPID" 60
-    [ "$sst" -eq 0 ] && [ "$STATUS" -eq 0 ] ||
-        { cat "$TMP/serr" "$TMP/lerr"; fail "$label: sender exit $sst, receiver exit $STATUS"; }
+    send_both_ok "$label" "$TMP/in" --reconnect 60 "${sopts[@]}"
     local n
     n=$(grep -c '^cut ' "$TMP/proxy")
     [ "$n" -eq "$cuts" ] || fail "$label: the proxy cut $n times, not $cuts"
@@ -100,9 +109,7 @@ kill "$PPID_" 2>/dev/null
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
 proxy "$LPORT" 3 "$every" reset 0 --mute-back $((SIZE / 20))
-"$WEIR" -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" || { cat "$TMP/serr"; fail "mute: sender"; }
-wait_bounded "$LPID" 60
-[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "mute: receiver exit $STATUS"; }
+send_both_ok "confirmations lost" "$TMP/in"
 same "$TMP/in" "$TMP/out" "confirmations lost before 3 cuts: nothing written twice"
 kill "$PPID_" 2>/dev/null
 
@@ -110,10 +117,7 @@ kill "$PPID_" 2>/dev/null
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -R 40M -o "$TMP/out"
 proxy "$LPORT" 2 $((SIZE / 8)) reset
-"$WEIR" -m 8M -s 64k -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" ||
-    { cat "$TMP/serr"; fail "full buffer: sender"; }
-wait_bounded "$LPID" 60
-[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "full buffer: receiver exit $STATUS"; }
+send_both_ok "full buffer" "$TMP/in" -m 8M -s 64k
 has_msg "$TMP/serr" "2 reconnections" "cut twice while the sender's 8 MiB buffer was full"
 same "$TMP/in" "$TMP/out" "cut while the buffer was full: whole"
 
@@ -124,11 +128,7 @@ same "$TMP/in" "$TMP/out" "cut while the buffer was full: whole"
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -- sh -c "sleep 1; cat >'$TMP/out'"
 proxy "$LPORT" 1 0 reset --at-end
-"$WEIR" --reconnect 60 -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" ||
-    { cat "$TMP/serr" "$TMP/lerr"; fail "cut after the trailer: sender exit $?"; }
-wait_bounded "$LPID" 60
-[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "cut after the trailer: receiver exit $STATUS"; }
-ok "cut after the trailer, before the answer: both exit 0"
+send_both_ok "cut after the trailer, before the answer" "$TMP/in" --reconnect 60
 same "$TMP/in" "$TMP/out" "cut after the trailer: whole"
 has_msg "$TMP/lerr" "the sender came back for the answer" "cut after the trailer: the answer went home"
 kill "$PPID_" 2>/dev/null
@@ -142,11 +142,7 @@ gen "$TMP/small" 3000000 random
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
 proxy "$LPORT" 1 0 silent --at-end
-"$WEIR" --reconnect 60 -i "$TMP/small" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" ||
-    { cat "$TMP/serr" "$TMP/lerr"; fail "a black hole after the trailer: sender exit $?"; }
-wait_bounded "$LPID" 60
-[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "a black hole after the trailer: receiver exit $STATUS"; }
-ok "a black hole after the trailer: both exit 0"
+send_both_ok "a black hole after the trailer" "$TMP/small" --reconnect 60
 has_msg "$TMP/lerr" "the sender did not close within 5 s of the answer" \
     "a black hole after the trailer: the receiver does not take silence for delivery"
 has_msg "$TMP/lerr" "the sender came back for the answer" "a black hole after the trailer: the answer went home"
@@ -155,15 +151,12 @@ same "$TMP/small" "$TMP/out" "a black hole after the trailer: whole"
 kill "$PPID_" 2>/dev/null
 
 # a black hole: the proxy stops relaying but keeps both sockets open.  The
-# sender hears no keepalive for 10 s (or, its data all sent, sees the proxy
-# close its side) and reconnects; the receiver, which heard nothing for as
+# sender hears no keepalive for 10 s and reconnects; the receiver, which heard nothing for as
 # long with its sender knocking again, lets the old connection go
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
 proxy "$LPORT" 1 1000000 silent
-"$WEIR" -i "$TMP/small" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" || { cat "$TMP/serr"; fail "black hole: sender"; }
-wait_bounded "$LPID" 60
-[ "$STATUS" -eq 0 ] || { cat "$TMP/lerr"; fail "black hole: receiver exit $STATUS"; }
+send_both_ok "a black hole" "$TMP/small"
 has_msg "$TMP/serr" "1 reconnection" "a black hole: the sender reconnects"
 has_msg "$TMP/lerr" "a new connection is waiting" "a black hole: the receiver lets the silent one go"
 same "$TMP/small" "$TMP/out" "a black hole: whole"

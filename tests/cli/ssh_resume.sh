@@ -39,18 +39,38 @@ target() {
     mv "$TMP/target.new" "$TMP/target"
 }
 
+# cut_through LABEL HOW OUT CUTS WEIR-OPTIONS...: run the local weir -v -z
+# over ssh with its data connection through the proxy (HOW: direct, the
+# test hook sends the direct connection there; back, a wrapper gives the
+# remote weir the hook for its connection back), and check exit 0, OUT
+# identical to the input, the proxy's CUTS cuts and the local summary's
+# reconnections
+cut_through() {
+    local label=$1 how=$2 out=$3 cuts=$4
+    shift 4
+    rm -f "$out"
+    if [ "$how" = direct ]; then
+        WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$RWEIR" \
+            "$@" 2>"$TMP/err"
+        target "$TMP/err" "it listens on "
+    else
+        printf '#!/bin/sh\nWEIR_TEST_SSH_BACK_PORT=%s exec %s "$@"\n' "$PPORT" "$WEIR" \
+            >"$TMP/rweir"
+        chmod 755 "$TMP/rweir"
+        bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$TMP/rweir" --connect-back "$@" 2>"$TMP/err"
+        target "$TMP/err" "--connect-back: listening on "
+    fi
+    wait_bounded "$BPID" 120
+    [ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "$label, $cuts resets: exit $STATUS"; }
+    ok "$label, its connection reset $cuts times: exit 0"
+    same "$TMP/in" "$out" "$label, $cuts resets: identical"
+    [ "$(grep -c '^cut ' "$TMP/proxy")" -eq "$cuts" ] || fail "$label: the proxy did not cut $cuts times"
+    has_msg "$TMP/err" "$cuts reconnections" "$label: the local summary counts them"
+}
+
 # a push made directly, its data connection reset 3 times (ssh intact)
 proxy 3 $((SIZE / 12)) reset
-rm -f "$TMP/out"
-WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$RWEIR" \
-    --remote "cat >'$TMP/out'" -i "$TMP/in" 2>"$TMP/err"
-target "$TMP/err" "it listens on "
-wait_bounded "$BPID" 120
-[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "push, 3 resets: exit $STATUS"; }
-ok "push -z, its connection reset 3 times: exit 0"
-same "$TMP/in" "$TMP/out" "push -z, 3 resets: identical"
-[ "$(grep -c '^cut ' "$TMP/proxy")" -eq 3 ] || fail "the proxy did not cut 3 times"
-has_msg "$TMP/err" "3 reconnections" "push: the local summary counts them"
+cut_through "push -z" direct "$TMP/out" 3 --remote "cat >'$TMP/out'" -i "$TMP/in"
 has_msg "$TMP/err" "remote: summary:" "push: the remote summary arrives"
 grep "remote: summary:" "$TMP/err" | grep -qF "3 reconnections" ||
     fail "push: the remote summary does not count them"
@@ -60,47 +80,22 @@ kill "$PPID_" 2>/dev/null
 # a pull connected back, its data connection reset twice: the remote weir
 # connects back through the proxy (a wrapper gives it the test hook)
 proxy 2 $((SIZE / 12)) reset
-printf '#!/bin/sh\nWEIR_TEST_SSH_BACK_PORT=%s exec %s "$@"\n' "$PPORT" "$WEIR" >"$TMP/rweir"
-chmod 755 "$TMP/rweir"
-rm -f "$TMP/out2"
-bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$TMP/rweir" --connect-back --pull \
-    --remote "cat '$TMP/in'" -o "$TMP/out2" 2>"$TMP/err"
-target "$TMP/err" "--connect-back: listening on "
-wait_bounded "$BPID" 120
-[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "pull --connect-back, 2 resets: exit $STATUS"; }
-ok "pull --connect-back -z, its connection reset twice: exit 0"
-same "$TMP/in" "$TMP/out2" "pull --connect-back, 2 resets: identical"
-has_msg "$TMP/err" "2 reconnections" "pull: the local summary counts them"
+cut_through "pull --connect-back -z" back "$TMP/out2" 2 --pull --remote "cat '$TMP/in'" \
+    -o "$TMP/out2"
 kill "$PPID_" 2>/dev/null
 
 # a pull made directly, cut twice where the remote weir sends (the proxy
 # counts the server's bytes): the local receiver dials the remote weir's
 # port again, and the remote sender takes it there
 proxy 2 $((SIZE / 12)) reset --down
-rm -f "$TMP/out2"
-WEIR_TEST_SSH_DIRECT_PORT=$PPORT bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$RWEIR" --pull \
-    --remote "cat '$TMP/in'" -o "$TMP/out2" 2>"$TMP/err"
-target "$TMP/err" "it listens on "
-wait_bounded "$BPID" 120
-[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "pull, 2 resets: exit $STATUS"; }
-ok "pull -z made directly, its connection reset twice: exit 0"
-same "$TMP/in" "$TMP/out2" "pull, 2 resets: identical"
-has_msg "$TMP/err" "2 reconnections" "pull made directly: the local summary counts them"
+cut_through "pull -z made directly" direct "$TMP/out2" 2 --pull --remote "cat '$TMP/in'" \
+    -o "$TMP/out2"
 kill "$PPID_" 2>/dev/null
 
 # a push connected back (the remote receiver dialled), cut twice: it dials
 # the local weir's port again
 proxy 2 $((SIZE / 12)) reset --down
-printf '#!/bin/sh\nWEIR_TEST_SSH_BACK_PORT=%s exec %s "$@"\n' "$PPORT" "$WEIR" >"$TMP/rweir"
-rm -f "$TMP/out"
-bg "$WEIR" -v -z "${SSH[@]}" --remote-weir "$TMP/rweir" --connect-back \
-    --remote "cat >'$TMP/out'" -i "$TMP/in" 2>"$TMP/err"
-target "$TMP/err" "--connect-back: listening on "
-wait_bounded "$BPID" 120
-[ "$STATUS" -eq 0 ] || { cat "$TMP/err" >&2; fail "push --connect-back, 2 resets: exit $STATUS"; }
-ok "push --connect-back -z, its connection reset twice: exit 0"
-same "$TMP/in" "$TMP/out" "push --connect-back, 2 resets: identical"
-has_msg "$TMP/err" "2 reconnections" "push --connect-back: the local summary counts them"
+cut_through "push --connect-back -z" back "$TMP/out" 2 --remote "cat >'$TMP/out'" -i "$TMP/in"
 kill "$PPID_" 2>/dev/null
 
 # the ssh session dropped mid-transfer (the server side's sshd killed), then
