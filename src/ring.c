@@ -177,9 +177,15 @@ bool ring_take_block(struct ring *r, uint32_t extra, uint32_t *idx)
             (fill * 100 < ring_capacity_locked(r) * (uint64_t)r->resume_pct || fill == 0))
             r->throttled = false;
         uint64_t promised = used + r->reserved + extra;
-        /* the window is what the reader is ahead of the outputs: blocks
-         * kept only for a connection that may resume do not count */
-        bool within = r->read_window == 0 || promised < r->read_window + r->held_back;
+        /* the window bounds the blocks in use, held ones included, since
+         * every block the ring cycles through is memory to touch (being
+         * able to resume cost a tenth on loopback when held blocks came on
+         * top of the window); but the reader always stays a quarter of the
+         * window ahead of the slowest output, however much a connection
+         * that may resume holds (a long link, a slow receiver) */
+        uint64_t least = r->held_back + r->read_window / 4;
+        bool within = r->read_window == 0 ||
+                      promised < (r->read_window > least ? r->read_window : least);
         if (!r->throttled && within && r->pool.nfree > r->reserved + extra) {
             pool_take_locked(&r->pool, idx);
             sync_unlock(r->lock);

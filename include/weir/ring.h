@@ -97,7 +97,8 @@ struct ring {
     uint32_t reserved;          /* lock: blocks promised to queued jobs */
     uint64_t hole_slots;        /* lock: hole slots between tail and head */
     uint64_t held_back;         /* lock: slots kept only by holds (resuming): the read
-                                   window does not count them */
+                                   window counts them, but the reader may always
+                                   be a quarter of it ahead of the outputs */
 
     int start_pct, resume_pct;  /* -P, -p */
     bool gate_open;             /* lock: -P allows reading */
