@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "weir/error.h"
@@ -189,6 +190,39 @@ static int run(const struct weir_options *opts, struct weir_log *log, struct pro
 
 /* weir --ssh-server: the other end of weir --ssh, whose request says what to
  * run (remote.h). */
+/* --ssh: the local end that is plainly unusable (a closed standard
+ * descriptor, an input file that is not there) is named before ssh logs in
+ * and the far end starts its command; the engine still checks everything
+ * when it opens them.  0, or the exit status after the message. */
+static int ssh_local_ends(const struct weir_options *o, struct weir_log *log)
+{
+    if (o->command)
+        return 0;   /* the local command is the producer or the consumer */
+    if (o->pull) {
+        bool to_stdout = o->noutputs == 0;
+        for (int i = 0; i < o->noutputs; i++)
+            to_stdout |= o->outputs[i].kind == OUTPUT_FILE && strcmp(o->outputs[i].path, "-") == 0;
+        if (to_stdout && o->stdout_closed) {
+            log_msg(log, LOG_ERROR, "output <stdout>: standard output is closed (give -o FILE, "
+                    "or >/dev/null to discard the data)");
+            return WEIR_EXIT_OUTPUT;
+        }
+        return 0;
+    }
+    struct stat st;
+    if (!o->input_path || strcmp(o->input_path, "-") == 0) {
+        if (o->stdin_closed) {
+            log_msg(log, LOG_ERROR, "input <stdin>: standard input is closed (give -i FILE, or "
+                    "</dev/null for an empty input)");
+            return WEIR_EXIT_INPUT;
+        }
+    } else if (stat(o->input_path, &st) != 0) {
+        log_msg(log, LOG_ERROR, "input %s: open: %s", o->input_path, strerror(errno));
+        return WEIR_EXIT_INPUT;
+    }
+    return 0;
+}
+
 static int serve_ssh(struct weir_log *log, struct progress *pr)
 {
     struct remote *r = NULL;
@@ -328,7 +362,9 @@ int main(int argc, char **argv)
         status = serve_ssh(&log, &pr);
     } else if (opts.ssh_host) {
         struct remote *r = NULL;
-        if (remote_local_new(&r, &opts, &log, &err)) {
+        if ((status = ssh_local_ends(&opts, &log)) != 0) {
+            /* said */
+        } else if (remote_local_new(&r, &opts, &log, &err)) {
             log_msg(&log, LOG_ERROR, "%s", err.msg);
             status = err.status;
         } else {

@@ -130,6 +130,23 @@ expect 2 "a bad option for the remote weir" "$WEIR" -q "${SSH[@]}" --remote-opts
 has_msg "$TMP/err" "remote: unknown option '--bogus'" "a bad remote option: the remote weir's words"
 [ "$(grep -c "bogus" "$TMP/err")" -eq 1 ] || fail "a bad remote option: said more than once"
 ok "a bad remote option: said once, before any connection"
+# a local end that cannot work is named before ssh logs in: the far end's
+# command never starts (the ssh stand-in leaves a mark if it is run)
+printf '#!/bin/sh\ntouch "%s/ssh-ran"\nexit 255\n' "$TMP" >"$TMP/markssh"
+chmod 755 "$TMP/markssh"
+MARK=(--ssh "$HOST" --rsh "$TMP/markssh" --remote-weir "$RWEIR")
+expect 3 "--ssh push, standard input closed" "$WEIR" -q "${MARK[@]}" --remote "cat >/dev/null" <&-
+has_msg "$TMP/err" "input <stdin>: standard input is closed" "push, stdin closed: said"
+expect 3 "--ssh push, -i a file that is not there" "$WEIR" -q "${MARK[@]}" --remote "cat >/dev/null" \
+    -i "$TMP/no/such"
+has_msg "$TMP/err" "input $TMP/no/such: open: No such file or directory" "push, no input file: said"
+expect 4 "--ssh --pull, standard output closed" "$WEIR" -q "${MARK[@]}" --pull --remote "cat '$TMP/in'" >&-
+has_msg "$TMP/err" "output <stdout>: standard output is closed" "pull, stdout closed: said"
+[ ! -e "$TMP/ssh-ran" ] || fail "ssh was started for a local end that could not work"
+ok "ssh not started for a local end that cannot work"
+"$WEIR" -q "${MARK[@]}" --remote "cat >/dev/null" </dev/null 2>"$TMP/err"
+[ -e "$TMP/ssh-ran" ] || { cat "$TMP/err" >&2; fail "the ssh stand-in was not run (the check above proves nothing)"; }
+ok "the ssh stand-in runs when the local end is fine"
 expect 2 "--remote without --ssh" "$WEIR" --remote "cat" -i "$TMP/in"
 expect 2 "--ssh without --remote" "$WEIR" --ssh "$HOST" -i "$TMP/in"
 expect 2 "--ssh with a host that is an option" "$WEIR" --ssh "-oProxyCommand=x" --remote cat
