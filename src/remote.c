@@ -59,6 +59,7 @@ struct remote {
     bool ready;                      /* lock: the remote weir answered */
     char addr[80], port[16];         /* where the remote weir listens ("listen") */
     char remote_version[32];
+    bool too_old;                    /* the remote weir does not know --ssh-server */
     struct tcp_listener back;        /* --connect-back: where the remote weir connects */
     /* both: the data's connection, for the engine (-1 once it took it);
      * tunnel: it is the ssh channel (no key: ssh encrypts) */
@@ -453,10 +454,12 @@ static int no_answer(struct remote *r, int why, struct weir_error *err)
     if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127)
         return error_set(err, WEIR_EXIT_NETWORK, "remote: %s: command not found on %s "
                          "(install weir there, or name it with --remote-weir)", rw, host);
-    if (WIFEXITED(ws) && strstr(last, "--ssh-server"))
+    if (WIFEXITED(ws) && strstr(last, "--ssh-server")) {
+        r->too_old = true;   /* its usage error is not the user's */
         return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s is too old for --ssh "
                          "(it does not know --ssh-server); this is weir %s", host,
                          WEIR_VERSION);
+    }
     if (WIFEXITED(ws))
         return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s exited with status %d "
                          "before it started%s%s", host, WEXITSTATUS(ws), last[0] ? ": " : "",
@@ -930,8 +933,8 @@ static int read_request(struct remote *r, struct weir_error *err)
     if (sscanf(line, "weir-ssh %d", &proto) != 1)
         return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: not a weir --ssh request");
     if (proto != REMOTE_PROTOCOL)
-        return error_set(err, WEIR_EXIT_USAGE, "weir %s speaks --ssh protocol %d, the local "
-                         "weir %d: use the same version on both hosts", WEIR_VERSION,
+        return error_set(err, WEIR_EXIT_NETWORK, "weir %s speaks --ssh protocol %d, the local weir "
+                         "speaks %d: use the same version on both hosts", WEIR_VERSION,
                          REMOTE_PROTOCOL, proto);
     for (;;) {
         long len = get_line(&rd, line, sizeof line);
@@ -1527,7 +1530,7 @@ static int verdict(struct remote *r, int status)
                 WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws), last[0] ? ": " : "", last);
     /* the connection failed because the remote weir did: its reason (a
      * producer or consumer that failed, say) is the chain's */
-    if (status == WEIR_EXIT_NETWORK && WIFEXITED(ws) && WEXITSTATUS(ws) != 0 &&
+    if (status == WEIR_EXIT_NETWORK && !r->too_old && WIFEXITED(ws) && WEXITSTATUS(ws) != 0 &&
         WEXITSTATUS(ws) != WEIR_EXIT_NETWORK && WEXITSTATUS(ws) <= WEIR_EXIT_INTEGRITY)
         return WEXITSTATUS(ws);
     if (status != 0 || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0))

@@ -119,6 +119,26 @@ ok "the remote end stopped, and said why"
 expect 5 "a remote weir that is missing" "$WEIR" -q --ssh "$HOST" --rsh "$TMP/sshd/ssh" \
     --remote-weir "$TMP/no/weir" --remote "cat" -i "$TMP/in"
 has_msg "$TMP/err" "remote: $TMP/no/weir: command not found on $HOST" "missing weir: said"
+# a remote weir too old to know --ssh-server, and one that speaks another
+# version of the channel's protocol: each named, with the versions known
+printf '#!/bin/sh\necho "weir: unknown option %s" >&2\nexit 2\n' "'--ssh-server'" >"$TMP/oldweir"
+printf '#!/bin/sh\necho "ready 9 0.0.1 direct 127.0.0.1 1234"\nexec cat >/dev/null\n' >"$TMP/otherweir"
+chmod 755 "$TMP/oldweir" "$TMP/otherweir"
+version=$("$WEIR" --version | awk '{print $2}')
+expect 5 "a remote weir too old for --ssh" "$WEIR" -q --ssh "$HOST" --rsh "$TMP/sshd/ssh" \
+    --remote-weir "$TMP/oldweir" --remote "cat" -i "$TMP/in"
+has_msg "$TMP/err" "remote: the weir on $HOST is too old for --ssh (it does not know --ssh-server); this is weir $version" \
+    "too old: named, with this weir's version"
+expect 5 "a remote weir of another --ssh protocol" "$WEIR" -q --ssh "$HOST" --rsh "$TMP/sshd/ssh" \
+    --remote-weir "$TMP/otherweir" --remote "cat" -i "$TMP/in"
+has_msg "$TMP/err" "remote: weir 0.0.1 on $HOST speaks --ssh protocol 9; this weir $version speaks 1" \
+    "another protocol: both versions named"
+# and the other way: a local weir of another protocol, as the remote one hears it
+printf 'weir-ssh 9\n' | SSH_CONNECTION="127.0.0.1 1 127.0.0.1 22" "$WEIR" --ssh-server >"$TMP/answer" 2>/dev/null
+st=$?
+[ "$st" -eq 5 ] || fail "--ssh-server, a request of protocol 9: exit $st, want 5"
+has_msg "$TMP/answer" "refused 5 weir $version speaks --ssh protocol 1, the local weir speaks 9: use the same version on both hosts" \
+    "--ssh-server refuses another protocol, naming both"
 ssh-keygen -q -t ed25519 -N '' -f "$TMP/stranger" </dev/null
 sed "s|-i $TMP/sshd/user_key|-i $TMP/stranger|" "$TMP/sshd/ssh" >"$TMP/badssh"
 chmod 755 "$TMP/badssh"
