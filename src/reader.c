@@ -80,6 +80,7 @@ struct reader {
     double next_knock;       /* resuming: when to look for other connections next */
     bool owe_confirm;        /* resuming: the last read drained the connection, with
                                 bytes unconfirmed */
+    bool broke_whole;        /* resuming: the connection broke after the whole stream */
 };
 
 static int resume_input(struct reader *r, const char *cause);
@@ -227,8 +228,10 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
                 continue;
             return -1;
         }
-        if (got < 0 && whole_then_broke(p, errno))
-            return 0;   /* the end: the sender comes back for its answer (reader_answer_home) */
+        if (got < 0 && whole_then_broke(p, errno)) {
+            r->broke_whole = true;   /* the end: the sender comes back for its answer */
+            return 0;
+        }
         if (got < 0) {
             r->timed_out = errno == ETIMEDOUT;
             if (p->in.sealed && (errno == EBADMSG || errno == EPROTO || errno == EPIPE))
@@ -1058,6 +1061,41 @@ static int resume_input(struct reader *r, const char *cause)
 #define ANSWER_READ_MS 5000     /* for the sender to close once it has the answer */
 #define ANSWER_HOME_SECS 30.0   /* for it to come back for the answer, at most */
 
+/* The connection broke once the whole stream was in, and the outputs (a
+ * consumer committing it) may take longer than the sender's --reconnect:
+ * take the sender back now, on the reader's thread, with the ring already
+ * finished, so that it is greeted, told the whole stream is held, and kept
+ * informed by the keepalives until the answer.  A sender that does not
+ * come back gets no answer: the outputs are whole all the same. */
+static void take_back_for_answer(struct pipeline *p)
+{
+    double window = p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
+    char name[sizeof p->in.name];
+    snprintf(name, sizeof name, "%s", p->in.name);
+    log_msg(p->log, LOG_WARN, "%s: the connection broke after the whole stream arrived; "
+            "waiting up to %g s for the sender to come back for the answer", name, window);
+    struct weir_error e;
+    if (readmit(p, 0, window, &p->stop, &e) != 0) {
+        if (!atomic_load(&p->stop))
+            log_msg(p->log, LOG_WARN, "%s: the sender did not come back for the answer (%s)",
+                    p->listener.addr, e.msg);
+        sync_lock(&p->lock);
+        p->answer_home = false;
+        sync_unlock(&p->lock);
+        tcp_listener_close(&p->listener);
+        OPENSSL_cleanse(p->token, sizeof p->token);
+        return;
+    }
+    uint64_t held = atomic_load(&p->held);
+    sync_lock(&p->lock);
+    /* everything is held: the sender resends nothing and waits for the answer */
+    if (session_confirm(&p->back, held))
+        p->confirmed = held;
+    sync_unlock(&p->lock);
+    log_msg(p->log, LOG_WARN, "%s: the sender came back; it has the answer once the outputs "
+            "are done", p->in.name);
+}
+
 void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg)
 {
     if (!p->answer_home)
@@ -1166,6 +1204,8 @@ void *reader_main(void *arg)
     p->jobs_done = true;
     sync_broadcast(&p->job_cv);
     sync_unlock(&p->lock);
+    if (home && r.broke_whole && rc == STEP_OK)
+        take_back_for_answer(p);
     thread_done(p, &p->reader_running);
     return NULL;
 }

@@ -130,24 +130,43 @@ listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -- sh -c "sleep 1; cat >'$TMP/out'
 proxy "$LPORT" 1 0 reset --at-end
 send_both_ok "cut after the trailer, before the answer" "$TMP/in" --reconnect 60
 same "$TMP/in" "$TMP/out" "cut after the trailer: whole"
-has_msg "$TMP/lerr" "the sender came back for the answer" "cut after the trailer: the answer went home"
+has_msg "$TMP/lerr" "the sender came back; it has the answer once the outputs are done" \
+    "cut after the trailer: the sender is taken back for the answer while the consumer works"
 kill "$PPID_" 2>/dev/null
 
-# a black hole once the whole stream is in: the receiver's answer is
-# written into a socket and swallowed, and the sender's close never comes.
-# Silence after the answer is no proof that it arrived, so the receiver
-# waits for the sender to come back for it, and both exit 0 (before, the
-# receiver took the silence for delivery and left: sender exit 5)
+# a black hole once the whole stream is in: the sender's close never
+# comes, and an answer written into the connection would be swallowed.
+# The receiver hears nothing after the trailer for 10 s while the sender
+# knocks again, takes the connection for broken and the sender back, and
+# both exit 0 (before, the receiver took the silence for delivery and left:
+# sender exit 5)
 gen "$TMP/small" 3000000 random
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
 proxy "$LPORT" 1 0 silent --at-end
 send_both_ok "a black hole after the trailer" "$TMP/small" --reconnect 60
-has_msg "$TMP/lerr" "the sender did not close within 5 s of the answer" \
-    "a black hole after the trailer: the receiver does not take silence for delivery"
-has_msg "$TMP/lerr" "the sender came back for the answer" "a black hole after the trailer: the answer went home"
+has_msg "$TMP/lerr" "the connection broke after the whole stream arrived" \
+    "a black hole after the trailer: the receiver does not take silence for the sender's close"
+has_msg "$TMP/lerr" "the sender came back; it has the answer once the outputs are done" \
+    "a black hole after the trailer: the answer goes home"
 has_msg "$TMP/serr" "1 reconnection" "a black hole after the trailer: the sender counts its reconnection"
 same "$TMP/small" "$TMP/out" "a black hole after the trailer: whole"
+kill "$PPID_" 2>/dev/null
+
+# the same cut with a sender whose --reconnect (1 s) is shorter than the
+# consumer's drain (a zfs recv committing): the receiver takes the sender
+# back at once, not once its consumer is done, tells it the whole stream is
+# held and keeps it informed until the answer (before: receiver 0, sender 5
+# "all of it, but its answer was lost")
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -- sh -c "sleep 4; cat >'$TMP/out'"
+proxy "$LPORT" 1 0 reset --at-end
+send_both_ok "cut after the trailer, a sender's window shorter than the drain" "$TMP/small" \
+    --reconnect 1
+has_msg "$TMP/lerr" "the sender came back; it has the answer once the outputs are done" \
+    "a short window: the receiver takes the sender back while its consumer drains"
+has_msg "$TMP/serr" "1 reconnection" "a short window: the sender counts its reconnection"
+same "$TMP/small" "$TMP/out" "a short window: whole"
 kill "$PPID_" 2>/dev/null
 
 # a black hole: the proxy stops relaying but keeps both sockets open.  The
