@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -336,17 +337,56 @@ static void child_abort(struct transport *t)
         child_signal(t->child, SIGTERM);
 }
 
+/* A consumer whose stream failed is stopped before its input ends, and its
+ * input stays open until it is gone (SIGTERM, then SIGKILL after the grace
+ * period): one that ignores SIGTERM must not read a clean end of a stream
+ * that is not whole. */
+static void stop_consumer(struct child *c)
+{
+    child_signal(c, SIGTERM);
+    if (c->role != CHILD_CONSUMER || child_exited_within(c, CHILD_GRACE_SECS))
+        return;
+    pid_t pid = atomic_load(&c->pid);
+    if (pid > 0)
+        (void)kill(pid, SIGKILL);
+    (void)child_exited_within(c, CHILD_GRACE_SECS);
+}
+
+/* Every byte is written: wait until the consumer has read them all (the
+ * pipe is empty) or has exited.  What a consumer leaves in the pipe when it
+ * exits, even with status 0, it did not read: less than a pipe's worth
+ * never makes a write fail, so only this finds it.  Bytes unread, or 0. */
+static int unread_at_exit(struct transport *t, atomic_bool *stop)
+{
+    for (;;) {
+        int queued = 0;
+        if (ioctl(t->fd, FIONREAD, &queued) != 0 || queued <= 0)
+            return 0;   /* read, or the pipe cannot say */
+        if (child_exited_within(t->child, 0))
+            return queued;
+        if (stop && atomic_load(stop))
+            return 0;
+        pause_ms(5);
+    }
+}
+
 static int child_close(struct transport *t, bool success, atomic_bool *stop,
                        struct weir_error *err)
 {
     if (!t->child)
         return 0;
     if (!success)
-        child_signal(t->child, SIGTERM);   /* before its input ends: not a clean end */
+        stop_consumer(t->child);
+    int unread = success && t->child->role == CHILD_CONSUMER && t->fd >= 0
+                     ? unread_at_exit(t, stop)
+                     : 0;
     if (t->fd >= 0)
         close(t->fd);
     t->fd = -1;
     int rc = child_wait(t->child, stop, t->status, err);
+    if (rc == 0 && unread > 0)
+        rc = error_set(err, t->status, "%s exited with status 0 before it read all its "
+                       "input (%d bytes unread)", t->child->name, unread);
     t->child = NULL;
     return rc;
 }

@@ -391,14 +391,15 @@ static int plan_buffer(struct pipeline *p, struct weir_error *err)
     return carve_locked(p, block, unit, err);
 }
 
-/* -z: a regular file's size is known in advance and goes in the header of
- * the LZ4 frame that files get.  Files whose size the file system does not
- * report (those of /proc and /sys show no blocks) are left unsized, and the
- * reader compares the size with what it read, so a file that changes while
- * it is read is an error rather than a frame that lies. */
+/* A regular file's size is known in advance: with -z it goes in the header
+ * of the LZ4 frame that files get.  Files whose size the file system does
+ * not report (those of /proc and /sys show no blocks) are left unsized.
+ * The reader compares the size with what it read, so a file that changes
+ * while it is read is an error rather than a frame that lies (-z) or a copy
+ * that is short of what the file held (a file cut while it was read). */
 static int plan_content_size(struct pipeline *p, struct weir_error *err)
 {
-    if (!p->encode || !p->in.regular)
+    if (!p->in.regular)
         return 0;
     struct stat st;
     if (fstat(p->in.fd, &st) != 0)

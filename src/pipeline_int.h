@@ -184,7 +184,7 @@ struct pipeline {
     uint32_t wire_block_max;   /* block size a framing output declares */
     uint32_t piece_max;        /* -z: the most raw bytes of a piece (codec.h) */
     unsigned sums;             /* -z: the checksums its outputs' forms need */
-    bool sized;                /* -z: the input's size is known in advance */
+    bool sized;                /* a regular file input's size is known in advance */
     uint64_t content_size;     /*     and is this (the reader checks it at the end) */
     uint64_t chain;            /* lock: -z trailer chain over ready slots */
     uint64_t chain_total;      /* lock: -z raw bytes over ready slots */

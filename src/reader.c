@@ -494,6 +494,7 @@ static int pass_through(struct reader *r, struct stream_decoder *d, struct weir_
 {
     struct pipeline *p = r->p;
     r->staged = d;
+    uint64_t total = 0;
     for (;;) {
         unsigned char *dst;
         size_t cap;
@@ -505,13 +506,24 @@ static int pass_through(struct reader *r, struct stream_decoder *d, struct weir_
             return read_failed(r, e);
         if (n > 0) {
             fill_publish(p, (size_t)n);
+            total += (uint64_t)n;
             continue;
         }
         if (hole == 0)
-            return STEP_OK;
+            break;
         if (add_hole(r, hole, 0) != STEP_OK)
             return STEP_STOP;
+        total += hole;
     }
+    /* a file cut while it was read: the copy holds neither what the file
+     * held when it was opened nor what it holds now (one that grew gives
+     * what it held at the end, as cat does) */
+    if (p->sized && total < p->content_size)
+        return error_set(e, p->in.status, "%s: the file changed while weir read it (%llu bytes "
+                         "read, %llu when it was opened)", p->in.name,
+                         (unsigned long long)total, (unsigned long long)p->content_size),
+               STEP_FAIL;
+    return STEP_OK;
 }
 
 /* ---- -z: compress ------------------------------------------------------- */

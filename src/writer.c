@@ -848,6 +848,14 @@ static int await_answer(struct output *o, struct weir_error *e)
         sync_wait_until(&p->ring.data_cv, &p->lock, &deadline);
     }
     o->awaiting = false;
+    if (timed_out && !o->status_received && o->resumable && !o->broken) {
+        /* a receiver that may resume keeps talking: its silence is a
+         * break (a black hole that swallowed the end of the stream), as the
+         * back channel takes it, not its answer lost */
+        o->broken = true;
+        snprintf(o->broken_why, sizeof o->broken_why, "the receiver said nothing for %g s "
+                 "after the stream's end", limit);
+    }
     bool received = o->status_received, broken = o->broken;
     int code = o->status_code;
     uint64_t acked = o->status_bytes, chain = o->status_chain;

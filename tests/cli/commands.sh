@@ -119,6 +119,36 @@ wait_bounded "$spid" "$(sized 20 40)"
 kill -0 "$(cat "$TMP/stub.pid")" 2>/dev/null && fail "a consumer that ignores SIGTERM survived"
 ok "a consumer that ignores SIGTERM is killed after the grace period"
 
+# a consumer that ignores SIGTERM keeps its input open until it is gone:
+# it never reads a clean end of a stream that failed (it used to get EOF at
+# once, and could commit what it had)
+rm -f "$TMP/committed"
+"$WEIR" -q -r 5M -i "$TMP/big" -- python3 -c "
+import signal, sys
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+open('$TMP/ign.pid', 'w').write('1')
+data = sys.stdin.buffer.read()
+open('$TMP/committed', 'w').write(str(len(data)))" 2>/dev/null &
+spid=$!
+PIDS+=("$spid")
+wait_size "$TMP/ign.pid" 0 10
+kill -TERM "$spid"
+wait_bounded "$spid" "$(sized 20 40)"
+[ "$STATUS" -eq 143 ] || fail "a consumer that ignores SIGTERM: weir exit $STATUS, want 143"
+[ -e "$TMP/committed" ] && fail "a consumer that ignores SIGTERM read a clean end: $(cat "$TMP/committed") bytes"
+ok "a consumer that ignores SIGTERM never reads the end of a stopped stream"
+
+# a consumer that exits 0 with less than a pipe's worth unread: no write
+# fails, but the bytes it left are found (it used to exit 0)
+gen "$TMP/s60k" 60000 random
+expect 4 "a consumer that leaves 59900 bytes unread" \
+    "$WEIR" -q -i "$TMP/s60k" -- sh -c 'head -c 100 >/dev/null; sleep 0.2'
+has_msg "$TMP/err" "exited with status 0 before it read all its input (59900 bytes unread)" \
+    "a consumer that leaves bytes unread: says how many"
+expect 4 "a consumer that reads nothing of 60000 bytes" "$WEIR" -q -i "$TMP/s60k" -- true
+has_msg "$TMP/err" "exited with status 0 before it read all its input" \
+    "a consumer that reads nothing: says so"
+
 # the rule and its usage errors
 expect 2 "-o - beside a consumer" "$WEIR" -i "$TMP/one" -o - -- cat
 has_msg "$TMP/err" "-o - and the consumer after -- both write to standard output" "-o - and a consumer: says why"

@@ -168,6 +168,31 @@ has_msg "$TMP/gerr" "600000 when it was opened)" "and with its size when it was 
 lz4 -q -t "$TMP/g.lz4" 2>/dev/null && fail "lz4 -t accepted the unfinished frame"
 ok "the frame of a file that changed is left unfinished: lz4 -t rejects it"
 
+# without -z, a file cut while weir reads it: the copy would hold neither
+# what the file held when it was opened nor what it holds now, so weir
+# fails (input, 3) rather than exit 0 with a short copy; a file that grows
+# gives what it held at the end, as cat does
+gen "$TMP/cut" 600000 random
+"$WEIR" -q -s 64k -r 200k -i "$TMP/cut" -f -o "$TMP/cut.out" 2>"$TMP/cerr" &
+gpid=$!
+PIDS+=("$gpid")
+wait_size "$TMP/cut.out" 100 10
+truncate -s 300000 "$TMP/cut"
+wait_bounded "$gpid" 20
+[ "$STATUS" -eq 3 ] || { cat "$TMP/cerr"; fail "a file cut while read: exit $STATUS, want 3"; }
+has_msg "$TMP/cerr" "input $TMP/cut: the file changed while weir read it (" \
+    "a file cut while read is named"
+has_msg "$TMP/cerr" "600000 when it was opened)" "a file cut while read: with its size when opened"
+gen "$TMP/grow2" 600000 random
+"$WEIR" -q -s 64k -r 200k -i "$TMP/grow2" -f -o "$TMP/grow2.out" 2>"$TMP/cerr" &
+gpid=$!
+PIDS+=("$gpid")
+wait_size "$TMP/grow2.out" 100 10
+head -c 1000 /dev/urandom >>"$TMP/grow2"
+wait_bounded "$gpid" 20
+[ "$STATUS" -eq 0 ] || { cat "$TMP/cerr"; fail "a file that grew while read: exit $STATUS, want 0"; }
+same "$TMP/grow2" "$TMP/grow2.out" "a file that grew while read, without -z: all of it"
+
 # a file whose size the file system does not report (/proc) goes unsized
 cat /proc/version >"$TMP/version"
 "$WEIR" -q -z -i /proc/version -f -o "$TMP/v.lz4" || fail "weir -z -i /proc/version: exit $?"

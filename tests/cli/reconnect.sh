@@ -181,6 +181,21 @@ has_msg "$TMP/lerr" "a new connection is waiting" "a black hole: the receiver le
 same "$TMP/small" "$TMP/out" "a black hole: whole"
 kill "$PPID_" 2>/dev/null
 
+# the same black hole swallowing the end of the stream, with a sender
+# whose --timeout (3 s) is shorter than the 10 s its back channel waits:
+# the silence before the answer is a break too, not a failure (it used to
+# exit 5, "the receiver fell silent for 3 s before it answered", and leave
+# the receiver waiting out --reconnect)
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+proxy "$LPORT" 1 1000000 silent
+send_both_ok "a black hole at the end, --timeout 3" "$TMP/small" --timeout 3
+has_msg "$TMP/serr" "the receiver said nothing for 3 s after the stream's end" \
+    "a black hole at the end, --timeout 3: the sender takes the silence for a break"
+has_msg "$TMP/serr" "1 reconnection" "a black hole at the end, --timeout 3: the sender reconnects"
+same "$TMP/small" "$TMP/out" "a black hole at the end, --timeout 3: whole"
+kill "$PPID_" 2>/dev/null
+
 # a gap longer than --reconnect fails both ends, each saying so
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 1 -o "$TMP/out"
