@@ -73,18 +73,30 @@ same "$TMP/in10" "$TMP/drain.out" "the drain outlasted --timeout and every byte 
 wait_bounded "$LPID" 10
 [ "$STATUS" -eq 0 ] || fail "draining receiver: exit $STATUS"
 
-# 3c. a receiver that falls silent (stopped) fails its sender after --timeout
-listen /dev/null "$TMP/lerr" -q -R 1M -m 64M -o "$TMP/stopped.out"
-bg "$WEIR" -q --timeout 2 -O "127.0.0.1:$LPORT" -i "$TMP/in" 2>"$TMP/serr3"
-spid=$BPID
-wait_size "$TMP/stopped.out" 500000 10   # the 3 MB were sent at once; the drain is on
-kill -STOP "$LPID"
-wait_bounded "$spid" 15
-[ "$STATUS" -eq 5 ] || fail "sender of a stopped receiver: exit $STATUS, want 5"
-has_msg "$TMP/serr3" "the receiver fell silent for 2 s before it answered" \
-    "the sender of a receiver that fell silent exits 5 and says so"
-kill -CONT "$LPID"
-kill "$LPID"
+# 3c. a receiver that falls silent (stopped) fails its sender after
+# --timeout; without resuming at once, and with it once --reconnect has
+# run out too (a session that may resume takes the silence for a break)
+for rc in 0 2; do
+    rm -f "$TMP/stopped.out"
+    listen /dev/null "$TMP/lerr" -q -R 1M -m 64M -o "$TMP/stopped.out"
+    bg "$WEIR" -q --timeout 2 --reconnect "$rc" -O "127.0.0.1:$LPORT" -i "$TMP/in" 2>"$TMP/serr3"
+    spid=$BPID
+    wait_size "$TMP/stopped.out" 500000 10   # the 3 MB were sent at once; the drain is on
+    kill -STOP "$LPID"
+    wait_bounded "$spid" 20
+    [ "$STATUS" -eq 5 ] || fail "sender of a stopped receiver, --reconnect $rc: exit $STATUS, want 5"
+    if [ "$rc" -eq 0 ]; then
+        has_msg "$TMP/serr3" "the receiver fell silent for 2 s before it answered" \
+            "the sender of a receiver that fell silent exits 5 and says so"
+    else
+        has_msg "$TMP/serr3" "the receiver said nothing for 2 s after the stream's end" \
+            "--reconnect 2: the sender takes the silence for a break"
+        has_msg "$TMP/serr3" "no new one could be made within 2 s" \
+            "--reconnect 2: and exits 5 once the window is over"
+    fi
+    kill -CONT "$LPID"
+    kill "$LPID"
+done
 
 # 4. the receiver is interrupted: the sender fails with its reason
 listen /dev/null "$TMP/lerr" -R 1M -o /dev/null
