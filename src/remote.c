@@ -1523,6 +1523,16 @@ static int verdict(struct remote *r, int status)
                                                    : "the remote end's answer");
         return 0;
     }
+    if (status == 0 && r->ssh_stopped) {
+        /* something the remote command left running (a background job)
+         * held the session open past the grace period, and ssh was stopped
+         * here; the transfer itself is vouched for as above */
+        log_msg(r->log, LOG_WARN, "ssh %s: the session was still open %g s after the "
+                "transfer (a process the remote command left behind holds it): ssh stopped; "
+                "%s vouches for the transfer", host, 2 * REMOTE_GRACE_SECS,
+                r->o->pull ? "the stream's verified end" : "the remote end's answer");
+        return 0;
+    }
     if (status != 0 && !r->ssh_stopped && !(WIFEXITED(ws) && WEXITSTATUS(ws) != 255))
         /* ssh itself ended badly: likely why the transfer failed */
         log_msg(r->log, LOG_ERROR, "ssh %s: the ssh connection ended (%s %d)%s%s", host,

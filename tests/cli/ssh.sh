@@ -246,4 +246,16 @@ ok "ssh killed mid-transfer: the local weir exits 5"
 for _ in $(seq 200); do kill -0 "$spid" 2>/dev/null || break; sleep 0.05; done
 kill -0 "$spid" 2>/dev/null && fail "the remote consumer $spid still runs after ssh died"
 ok "ssh killed mid-transfer: nothing left on the other side"
+# a remote command that leaves a background job holding the ssh session
+# open: the transfer is vouched for by the remote end's answer, so ssh is
+# stopped after the grace period and weir exits 0, saying why (it used to
+# exit 5, "the connection failed")
+gen "$TMP/bgin" 60000 random
+rm -f "$TMP/out" "$TMP/bg.pid"
+expect 0 "a remote background job holds the session" "$WEIR" "${SSH[@]}" \
+    --remote "sleep 40 & echo \$! >'$TMP/bg.pid'; cat >'$TMP/out'" -i "$TMP/bgin"
+has_msg "$TMP/err" "a process the remote command left behind holds it" \
+    "a remote background job: says why ssh was stopped"
+same "$TMP/bgin" "$TMP/out" "a remote background job: identical"
+[ -s "$TMP/bg.pid" ] && kill "$(cat "$TMP/bg.pid")" 2>/dev/null
 done_testing
