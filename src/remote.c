@@ -1264,6 +1264,17 @@ static int serve_start(struct remote *r, struct weir_options *o, struct weir_err
         remote_refuse(r, err->status, err->msg);
         return -1;
     }
+    /* what the two weirs settle between themselves is not the user's to set
+     * here: said, not silently ignored (or, for --raw, a stream that cannot
+     * be verified) */
+    const char *theirs = o->raw ? "--raw" : o->key_file ? "--key-file" : o->decode ? "-d"
+                       : o->genkey ? "--genkey" : o->link_test ? "--link-test" : NULL;
+    if (theirs) {
+        error_set(err, WEIR_EXIT_USAGE, "--remote-opts: %s has no place there: the two weirs "
+                  "of --ssh make their own connection, key and stream", theirs);
+        remote_refuse(r, err->status, err->msg);
+        return -1;
+    }
     /* -l through --remote-opts: the record that outlives the ssh session */
     if (o->log_path && !r->log->file && log_open_file(r->log, o->log_path)) {
         error_sys(err, WEIR_EXIT_USAGE, errno, "log %s: open", o->log_path);

@@ -150,6 +150,12 @@ expect 2 "a bad option for the remote weir" "$WEIR" -q "${SSH[@]}" --remote-opts
 has_msg "$TMP/err" "remote: unknown option '--bogus'" "a bad remote option: the remote weir's words"
 [ "$(grep -c "bogus" "$TMP/err")" -eq 1 ] || fail "a bad remote option: said more than once"
 ok "a bad remote option: said once, before any connection"
+for opt in --raw "--key-file $TMP/nokey" -d; do
+    expect 2 "--remote-opts '$opt'" "$WEIR" -q "${SSH[@]}" --remote-opts "$opt" \
+        --remote "cat >/dev/null" -i "$TMP/in"
+    has_msg "$TMP/err" "has no place there: the two weirs of --ssh make their own connection" \
+        "--remote-opts '$opt': refused, not ignored"
+done
 # a local end that cannot work is named before ssh logs in: the far end's
 # command never starts (the ssh stand-in leaves a mark if it is run)
 printf '#!/bin/sh\ntouch "%s/ssh-ran"\nexit 255\n' "$TMP" >"$TMP/markssh"
