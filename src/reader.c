@@ -36,6 +36,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "pipeline_int.h"
 #include "weir/codec.h"
@@ -97,6 +98,19 @@ static bool whole_then_broke(struct pipeline *p, int err)
     return resumable && d && !d->in_stream && d->streams > 0 && !atomic_load(&p->stop) &&
            (err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
             err == EPIPE || err == EHOSTUNREACH || err == ENETUNREACH);
+}
+
+/* A resumable session's connection that ended once the whole stream had
+ * arrived, with a reset behind the end: Linux reports a reset that came
+ * with data still queued as the end (0) once the data is read, and keeps
+ * the error for SO_ERROR.  Such an end is a break like whole_then_broke's. */
+static bool whole_then_reset(struct pipeline *p)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    return p->in.is_socket && p->in.fd >= 0 &&
+           getsockopt(p->in.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0 &&
+           whole_then_broke(p, err);
 }
 
 /* Whether a failed read (got 0: the end) broke a session that may resume:
@@ -228,7 +242,7 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
                 continue;
             return -1;
         }
-        if (got < 0 && whole_then_broke(p, errno)) {
+        if ((got < 0 && whole_then_broke(p, errno)) || (got == 0 && whole_then_reset(p))) {
             r->broke_whole = true;   /* the end: the sender comes back for its answer */
             return 0;
         }
