@@ -36,6 +36,8 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "pipeline_int.h"
@@ -103,14 +105,23 @@ static bool whole_then_broke(struct pipeline *p, int err)
 /* A resumable session's connection that ended once the whole stream had
  * arrived, with a reset behind the end: Linux reports a reset that came
  * with data still queued as the end (0) once the data is read, and keeps
- * the error for SO_ERROR.  Such an end is a break like whole_then_broke's. */
+ * the error for SO_ERROR (or for the first send, which takes it).  Such an
+ * end is a break like whole_then_broke's. */
 static bool whole_then_reset(struct pipeline *p)
 {
+    if (!p->in.is_socket || p->in.fd < 0)
+        return false;
     int err = 0;
     socklen_t len = sizeof err;
-    return p->in.is_socket && p->in.fd >= 0 &&
-           getsockopt(p->in.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0 &&
-           whole_then_broke(p, err);
+    if (getsockopt(p->in.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
+        return whole_then_broke(p, err);
+    /* a send on it (a confirmation, a keepalive) may have taken the error
+     * already; the state still tells a reset (closed) from the sender's
+     * orderly end (close-wait) */
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    return getsockopt(p->in.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+           ti.tcpi_state == TCP_CLOSE && whole_then_broke(p, ECONNRESET);
 }
 
 /* Whether a failed read (got 0: the end) broke a session that may resume:

@@ -130,8 +130,9 @@ listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -- sh -c "sleep 1; cat >'$TMP/out'
 proxy "$LPORT" 1 0 reset --at-end
 send_both_ok "cut after the trailer, before the answer" "$TMP/in" --reconnect 60
 same "$TMP/in" "$TMP/out" "cut after the trailer: whole"
-has_msg "$TMP/lerr" "the sender came back; it has the answer once the outputs are done" \
-    "cut after the trailer: the sender is taken back for the answer while the consumer works"
+grep -qE "the sender came back(; it has the answer once the outputs are done| for the answer)" \
+    "$TMP/lerr" || { cat "$TMP/lerr" >&2; fail "cut after the trailer: the answer did not go home"; }
+ok "cut after the trailer: the sender is taken back for the answer"
 kill "$PPID_" 2>/dev/null
 
 # a black hole once the whole stream is in: the sender's close never
