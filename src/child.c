@@ -44,13 +44,13 @@ static void child_name(struct child *c, char *const *argv)
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
 static void child_exec(const struct child *c, char *const *argv, int in, int out, int err,
-                       int report, pid_t parent)
+                       int report, pid_t parent, bool close_out)
 {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         _exit(127);   /* weir died before the line above took effect */
     if ((in >= 0 && dup2(in, STDIN_FILENO) < 0) || (out >= 0 && dup2(out, STDOUT_FILENO) < 0) ||
-        dup2(err, STDERR_FILENO) < 0) {
+        dup2(err, STDERR_FILENO) < 0 || (close_out && close(STDOUT_FILENO) != 0)) {
         int e = errno;
         (void)!write(report, &e, sizeof e);
         _exit(127);
@@ -125,8 +125,8 @@ static void close_pair(int *p)
         close(p[1]);
 }
 
-int child_spawn(struct child *c, enum child_role role, char *const *argv, struct weir_log *log,
-                int *data_fd, struct weir_error *err)
+int child_spawn(struct child *c, enum child_role role, char *const *argv, bool stdout_closed,
+                struct weir_log *log, int *data_fd, struct weir_error *err)
 {
     memset(c, 0, sizeof *c);
     c->role = role;
@@ -148,8 +148,8 @@ int child_spawn(struct child *c, enum child_role role, char *const *argv, struct
     pid_t pid = fork();
     if (pid == 0) {
         if (role == CHILD_PRODUCER)
-            child_exec(c, argv, null, data[1], errp[1], report[1], parent);
-        child_exec(c, argv, data[0], -1, errp[1], report[1], parent);
+            child_exec(c, argv, null, data[1], errp[1], report[1], parent, false);
+        child_exec(c, argv, data[0], -1, errp[1], report[1], parent, stdout_closed);
     }
     int e = errno;
     if (null >= 0)

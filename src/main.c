@@ -316,7 +316,7 @@ int main(int argc, char **argv)
         return err.status;
     }
     opts.stdin_closed = closed[0];
-    opts.stdout_closed = closed[1];
+    opts.stdout_closed = opts.stdout_null = closed[1];
     if ((opts.help || opts.version) && closed[1]) {
         fprintf(stderr, "weir: output <stdout>: standard output is closed\n");
         return WEIR_EXIT_OUTPUT;

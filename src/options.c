@@ -968,6 +968,7 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->expect_size = o->expect_size;
     c->stdin_closed = o->stdin_closed;
     c->stdout_closed = o->stdout_closed;
+    c->stdout_null = o->stdout_null;
     c->log_path = o->log_path;
     c->key_file = o->key_file;
     c->key_id = o->key_id;

@@ -471,7 +471,7 @@ static int open_input(struct pipeline *p, struct weir_error *err)
         return tcp_listen(&c->tcp, &p->listener, err);
     case WEIR_IN_COMMAND: {
         int fd;
-        if (child_spawn(&p->producer, CHILD_PRODUCER, c->command, p->log, &fd, err))
+        if (child_spawn(&p->producer, CHILD_PRODUCER, c->command, false, p->log, &fd, err))
             return -1;
         p->has_producer = true;
         transport_child(&p->in, &p->producer, fd);
@@ -551,7 +551,8 @@ static int open_output(struct pipeline *p, int i, const struct side_files *side,
         return 0;   /* its writer connects */
     case WEIR_OUT_COMMAND: {
         int fd;
-        if (child_spawn(&out->child, CHILD_CONSUMER, c->command, p->log, &fd, err))
+        if (child_spawn(&out->child, CHILD_CONSUMER, c->command, c->stdout_null, p->log,
+                        &fd, err))
             return -1;
         out->has_child = true;
         transport_child(&out->t, &out->child, fd);

@@ -10,7 +10,10 @@
  * on exec, and SIGTERM sent to it should weir itself die
  * (PR_SET_PDEATHSIG).  A producer's standard input is /dev/null and its
  * standard output a pipe that weir reads; a consumer's standard input is a
- * pipe that weir writes and its standard output is weir's.  Its standard
+ * pipe that weir writes and its standard output is weir's, closed when
+ * weir's was closed at startup (stdout_closed: weir holds /dev/null there), as a shell would leave it:
+ * a consumer that writes there then fails instead of writing into the
+ * /dev/null weir holds in its place.  Its standard
  * error goes through a pipe: a thread passes every byte on to weir's at
  * once, untouched, and keeps the last line for the message should the
  * command fail.  A command that cannot be started (not found, not
@@ -53,8 +56,8 @@ struct child {
 };
 
 /* Start argv; *data_fd is weir's end of the data pipe (close-on-exec). */
-int child_spawn(struct child *c, enum child_role role, char *const *argv, struct weir_log *log,
-                int *data_fd, struct weir_error *err);
+int child_spawn(struct child *c, enum child_role role, char *const *argv, bool stdout_closed,
+                struct weir_log *log, int *data_fd, struct weir_error *err);
 /* Wait for it to exit.  When *stop is set while it runs, it is sent SIGTERM
  * (unless it was signalled already), and SIGKILL after CHILD_GRACE_SECS.
  * 0: it exited with status 0; -1: *err names it and says how it ended, with

@@ -84,6 +84,10 @@ struct weir_options {
     /* Not from argv: main() found these standard descriptors closed at
      * startup and put /dev/null there, so using one is an error. */
     bool stdin_closed, stdout_closed;
+    /* Descriptor 1 is that /dev/null (stdout_closed may also be set when
+     * descriptor 1 is merely not the transfer's, as in --ssh-server): a
+     * consumer gets its standard output closed, as a shell would leave it. */
+    bool stdout_null;
 
     /* mbuffer compatibility (man weir, COMPATIBILITY) */
     bool as_mbuffer;            /* run under the name mbuffer (argv[0]) */

@@ -110,6 +110,7 @@ struct weir_config {
     uint64_t expect_size;        /* for the ETA; 0 = unknown */
     /* standard descriptors found closed at startup (main put /dev/null there) */
     bool stdin_closed, stdout_closed;
+    bool stdout_null;            /* descriptor 1 is that /dev/null: a consumer gets it closed */
     const char *log_path;        /* the -l file, so that no output may be it */
     /* A descriptor the caller writes beside the outputs (the command line's
      * --progress target): no input, output or -l file may be its file.

@@ -44,6 +44,14 @@ has_msg "$TMP/err" "input <stdin>: standard input is closed" "weir <&-: names st
 ok "weir <&- -o out: no output file left behind"
 expect 4 "weir -h >&-" "$WEIR" -h >&-
 
+# a consumer gets standard output as weir got it: closed, as a shell leaves
+# it, so a consumer that writes there fails instead of writing into the
+# /dev/null weir holds in its place; one that does not write there is fine
+expect 4 "weir -i in -- cat >&-" "$WEIR" -q -i "$TMP/in" -- cat >&-
+has_msg "$TMP/err" "consumer 'cat' exited with status 1" "weir -i in -- cat >&-: the consumer's failure"
+expect 0 "weir -i in -- sh -c 'cat >out' >&-" "$WEIR" -q -i "$TMP/in" -- sh -c 'cat >"$1"' sh "$TMP/out5" >&-
+same "$TMP/in" "$TMP/out5" "a consumer that does not write to the closed stdout"
+
 # closed stdin is fine when it is not the input; closed stderr is fine
 expect 0 "weir -i in -o out <&- 2>&-" "$WEIR" -i "$TMP/in" -o "$TMP/out4" <&- 2>&-
 same "$TMP/in" "$TMP/out4" "-i with stdin and stderr closed"
