@@ -181,9 +181,13 @@ bool ring_take_block(struct ring *r, uint32_t extra, uint32_t *idx)
          * every block the ring cycles through is memory to touch (being
          * able to resume cost a tenth on loopback when held blocks came on
          * top of the window); but the reader always stays a quarter of the
-         * window ahead of the slowest output, however much a connection
-         * that may resume holds (a long link, a slow receiver) */
-        uint64_t least = r->held_back + r->read_window / 4;
+         * window ahead of the slowest output, and at least two blocks,
+         * however much a connection that may resume holds (a long link, a
+         * slow receiver; with a window of two blocks or less, a reader
+         * kept level with the hold waited for each confirmation, and a
+         * transfer took five times as long) */
+        uint64_t lead = r->read_window / 4 < 2 ? 2 : r->read_window / 4;
+        uint64_t least = r->held_back + lead;
         bool within = r->read_window == 0 ||
                       promised < (r->read_window > least ? r->read_window : least);
         if (!r->throttled && within && r->pool.nfree > r->reserved + extra) {
