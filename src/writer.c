@@ -1004,7 +1004,7 @@ static int hear_session_name(struct output *o, double limit, struct weir_error *
 }
 
 /* Connect (for -O), hear the receiver's greeting, begin the stream. */
-static int writer_open(struct output *o, struct weir_error *e)
+static int writer_open(struct output *o, bool once, struct weir_error *e)
 {
     struct pipeline *p = o->p;
     const struct weir_config *c = p->cfg;
@@ -1012,8 +1012,11 @@ static int writer_open(struct output *o, struct weir_error *e)
     bool greet = tcp && !c->tcp.raw;
     if (tcp) {
         int fd = o->spec->fd;   /* connected: the engine takes it over */
+        struct tcp_settings settings = c->tcp;
+        if (once)
+            settings.connect_timeout = 0;
         if (!o->spec->connected &&
-            tcp_connect(o->spec->host, o->spec->port, &c->tcp, &o->halt, p->log, o->name, &fd,
+            tcp_connect(o->spec->host, o->spec->port, &settings, &o->halt, p->log, o->name, &fd,
                         e))
             return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
         transport_tcp(&o->t, fd, o->name);
@@ -1449,13 +1452,46 @@ static int writer_close(struct output *o, int rc, bool told, struct weir_error *
     return rc;
 }
 
+/* The stream failed before this connection's header went (a producer
+ * that failed within milliseconds, before the connection was made or the
+ * receiver's greeting read): the receiver has seen nothing it trusts and
+ * would go on listening for a sender.  Connect once more, one attempt, and
+ * tell it why: greeting, handshake, header, then the abort record
+ * (writer_abort).  Only a signal skips this (it sets halt again, as does
+ * any later stop); the opening's own limits bound it.  A connection the
+ * engine was handed (--connect-back) cannot be made again. */
+static int tell_early(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    const struct weir_config *c = p->cfg;
+    if (o->spec->kind != WEIR_OUT_TCP || c->tcp.raw || o->spec->connected ||
+        o->session.spoke || o->has_backchannel || o->plain_fallback)
+        return STEP_STOP;
+    sync_lock(&p->lock);
+    bool tell = p->failed && p->first.status < WEIR_EXIT_SIGNAL && !o->dead;
+    if (tell)
+        atomic_store(&o->halt, false);
+    sync_unlock(&p->lock);
+    if (!tell)
+        return STEP_STOP;
+    if (o->t.fd >= 0)
+        let_go(o);   /* reset: the receiver drops it as unproven */
+    log_msg(p->log, LOG_INFO, "%s: the stream failed before it began: connecting once more to tell the receiver",
+            o->name);
+    int rc = writer_open(o, true, e);
+    atomic_store(&o->halt, true);   /* the stream is over: what follows is the abort */
+    return rc == STEP_OK ? STEP_STOP : rc;
+}
+
 void *writer_main(void *arg)
 {
     struct output *o = arg;
     struct pipeline *p = o->p;
     struct weir_error e;
     thread_unblock_wake();
-    int rc = writer_open(o, &e);
+    int rc = writer_open(o, false, &e);
+    if (rc == STEP_STOP)
+        rc = tell_early(o, &e);
     for (bool done = false; rc == STEP_OK && !done;) {
         do
             rc = o->t.sealed && p->nworkers > 0 && o->session.skip == 0 ? sealed_loop(o, &e)

@@ -37,15 +37,18 @@ has_msg "$TMP/pin" "stdin empty" "the producer's standard input is /dev/null"
 has_msg "$TMP/perr" "to-stderr" "the producer's stderr passes through"
 
 # the producer fails: the sender says so (3); the receiver is told (3) and its
-# consumer never sees a clean end
-for how in "exit 1" "kill -9 \$\$" "notfound"; do
+# consumer never sees a clean end.  "early": it fails at once, before the
+# connection is made; "early-data": within milliseconds, before the sender
+# has read the receiver's greeting (doc/faults.md row 255: the sender then
+# connects once more to tell the receiver)
+for how in "exit 1" "kill -9 \$\$" "notfound" early early-data early early-data; do
     listen /dev/null "$TMP/lerr" -- sh -c "cat >\"$TMP/got\"; echo consumer-finished >\"$TMP/fin\""
     rm -f "$TMP/fin"
     case $how in
     notfound) cmd=(weir-no-such-command) ;;
-    # the failure comes once the stream is under way: a producer that fails
-    # before the sender proved itself leaves the listener waiting for a
-    # sender (doc/faults.md)
+    early) cmd=(sh -c "exit 1") ;;
+    early-data) cmd=(sh -c "head -c 3000000 \"$TMP/big\"; exit 1") ;;
+    # the failure comes once the stream is under way
     *) cmd=(sh -c "head -c 3000000 \"$TMP/big\"; sleep 0.5; $how") ;;
     esac
     expect 3 "producer: $how" "$WEIR" -q -O "127.0.0.1:$LPORT" -- "${cmd[@]}"
@@ -57,7 +60,7 @@ for how in "exit 1" "kill -9 \$\$" "notfound"; do
         ok "nothing was connected before the producer failed to start"
         kill "$LPID"
         continue ;;
-    "exit 1") has_msg "$TMP/err" "exited with status 1" "producer exit 1: the sender says so" ;;
+    "exit 1" | early*) has_msg "$TMP/err" "exited with status 1" "producer $how: the sender says so" ;;
     *) has_msg "$TMP/err" "was killed by SIGKILL" "producer killed: the sender says so" ;;
     esac
     wait_bounded "$LPID" 20
@@ -66,6 +69,29 @@ for how in "exit 1" "kill -9 \$\$" "notfound"; do
     [ -e "$TMP/fin" ] && fail "the consumer saw a clean end of a failed stream ($how)"
     ok "the receiver's consumer was terminated, not given a clean end ($how)"
 done
+
+# the producer fails while the sender waits for the receiver's greeting (the
+# proxy leaves each connection alone for 1 s): the sender resets that
+# connection, connects once more and tells the receiver, which used to keep
+# listening (doc/faults.md row 255)
+listen /dev/null "$TMP/lerr" -- sh -c "cat >\"$TMP/got\"; echo consumer-finished >\"$TMP/fin\""
+rm -f "$TMP/fin"
+"$TESTTOOL" cutproxy "$LPORT" 0 1 reset 0 --hold 1 >"$TMP/px" &
+PX=$!
+PIDS+=("$PX")
+wait_for "$TMP/px" "listening on" 10
+PP=$(grep -o 'listening on [0-9]*' "$TMP/px" | grep -o '[0-9]*$')
+expect 3 "producer fails before the greeting" "$WEIR" -O "127.0.0.1:$PP" -- sh -c 'exit 1'
+has_msg "$TMP/err" "the stream failed before it began: connecting once more to tell the receiver" \
+    "the sender tells the receiver of a stream that failed before it began"
+wait_bounded "$LPID" 20
+[ "$STATUS" -eq 3 ] || { cat "$TMP/lerr"; fail "receiver of a producer that failed before the greeting: exit $STATUS, want 3"; }
+has_msg "$TMP/lerr" "weir: sender: producer 'exit 1' exited with status 1" \
+    "the receiver names the producer that failed before the greeting"
+[ -e "$TMP/fin" ] && fail "the consumer saw a clean end of a stream that failed before it began"
+ok "the receiver's consumer was terminated (producer failed before the greeting)"
+kill "$PX"
+wait "$PX" 2>/dev/null
 
 # the consumer fails: both ends exit 4; the sender quotes its last stderr line
 consumer_fails() {   # consumer_fails LABEL CONSUMER-SCRIPT MESSAGE
