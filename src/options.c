@@ -232,8 +232,20 @@ static int parse_pct(const char *opt, const char *s, int *out, struct weir_error
     return 0;
 }
 
+/* Digits with at most one '.': what a time may be written as (strtod
+ * alone would also take "0x10", "1e3", " 5"). */
+static bool plain_decimal(const char *s)
+{
+    size_t whole = strspn(s, "0123456789"), frac = 0;
+    if (s[whole] == '.')
+        frac = strspn(s + whole + 1, "0123456789");
+    return whole + frac > 0 && s[whole + (s[whole] == '.') + frac] == '\0';
+}
+
 static int parse_secs(const char *opt, const char *s, double *out, struct weir_error *err)
 {
+    if (!plain_decimal(s))
+        return bad(err, "%s: '%s' is not a number of seconds", opt, s);
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -706,7 +718,7 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         char *end;
         errno = 0;
         double ms = strtod(arg, &end);
-        if (errno || end == arg || *end || !isfinite(ms) || ms < 0 ||
+        if (!plain_decimal(arg) || errno || end == arg || *end || !isfinite(ms) || ms < 0 ||
             ms > OPTIONS_MAX_SECS * 1000.0)
             return bad(err, "--tcptimeo: '%s' is not a number of milliseconds (at most %d000)",
                        arg, OPTIONS_MAX_SECS);
@@ -808,7 +820,8 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         char *end;
         errno = 0;
         double v = strtod(arg, &end);
-        if (errno || end == arg || *end || !isfinite(v) || v < LINKTEST_DURATION_MIN ||
+        if (!plain_decimal(arg) || errno || end == arg || *end || !isfinite(v) ||
+            v < LINKTEST_DURATION_MIN ||
             v > LINKTEST_DURATION_MAX)
             return bad(err, "--duration: '%s' is not a number of seconds from %g to %g", arg,
                        LINKTEST_DURATION_MIN, LINKTEST_DURATION_MAX);

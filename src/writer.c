@@ -1029,6 +1029,12 @@ static int writer_open(struct output *o, bool once, struct weir_error *e)
                      p->encode && o->form == CODEC_FORM_WEIR, block_max);
     o->session.resume = greet && c->reconnect > 0 && c->mem >= RESUME_MIN_BUFFER &&
                         c->block > 0 && c->mem / c->block >= RESUME_MIN_BLOCKS;
+    if (greet && c->reconnect > 0 && !o->session.resume)
+        log_msg(p->log, LOG_INFO, "%s: a break will not be resumed: the buffer (%llu KiB in "
+                "%llu blocks) is under %u MiB in %u blocks (-m, -s)", o->name,
+                (unsigned long long)(c->mem >> 10),
+                (unsigned long long)(c->block ? c->mem / c->block : 0),
+                RESUME_MIN_BUFFER >> 20, RESUME_MIN_BLOCKS);
     double limit = LISTENER_HANDSHAKE_SECS;
     if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)
         limit = c->tcp.io_timeout;

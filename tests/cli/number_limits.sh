@@ -25,7 +25,11 @@ refused() {   # refused MESSAGE ARGS...
 accepted "--timeout 2147483" --timeout 2147483
 refused "--timeout: 2147484 seconds is too long" --timeout 2147484
 refused "--timeout: 4294968 seconds is too long" --timeout 4294968
-refused "--accept-timeout: 1e10 seconds is too long" -I 0 --accept-timeout 1e10
+refused "--accept-timeout: 10000000000 seconds is too long" -I 0 --accept-timeout 10000000000
+refused "--reconnect: '0x10' is not a number of seconds" --reconnect 0x10
+refused "--timeout: '1e3' is not a number of seconds" --timeout 1e3
+refused "--timeout: ' 5' is not a number of seconds" --timeout " 5"
+refused "--timeout: '.' is not a number of seconds" --timeout .
 refused "is not a number of seconds" --timeout inf
 refused "is not a number of seconds" --timeout -1
 "$WEIR" -q -z -T 64 -i "$TMP/in" | "$WEIR" -q -d -T 64 >"$TMP/out" || fail "-T 64: exit $?"
