@@ -510,9 +510,13 @@ int session_handshake(struct transport *t, struct tls_context *ctx, double limit
         } else if (r < 0 && errno == ECANCELED) {
             rc = STEP_STOP;
         } else {
-            rc = r == 0 || errno == ECONNRESET
+            rc = r == 0
                      ? error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver closed the connection "
                                  "during the handshake (does it have this key?)", t->name)
+                 : errno == ECONNRESET
+                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: the connection was reset during "
+                                 "the handshake (by a receiver that does not have this key, "
+                                 "or on the way)", t->name)
                  : errno == ETIMEDOUT
                      ? error_set(e, WEIR_EXIT_NETWORK, "%s: no handshake within %g s",
                                  t->name, limit)

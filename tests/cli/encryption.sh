@@ -143,4 +143,17 @@ echo "# the keyed sender got in and finished $(( (t1 - t0) / 1000000 )) ms after
 wait_bounded "$LPID" 20
 same "$TMP/in" "$TMP/out" "a keyed sender behind a crowd"
 exec 9>&-
+# a reset during the handshake (on the way, not a refusal): the sender says
+# the connection was reset, not only "does the receiver have this key?"
+listen /dev/null "$TMP/lerr" --key-file "$KEY" -o "$TMP/out.reset"
+rm -f "$TMP/proxy"
+"$TESTTOOL" proxy "$LPORT" reset 100 >"$TMP/proxy" &
+PIDS+=($!)
+wait_for "$TMP/proxy" "proxy listening on" 10
+expect 5 "a reset during the handshake" "$WEIR" -q --key-file "$KEY" -i "$TMP/in" \
+    -O "127.0.0.1:$(grep -o '[0-9]*$' "$TMP/proxy")"
+has_msg "$TMP/err" "the connection was reset during the handshake" \
+    "a reset during the handshake: the sender says reset"
+kill "$LPID"
+
 done_testing
