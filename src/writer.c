@@ -1482,8 +1482,8 @@ static int tell_early(struct output *o, struct weir_error *e)
         return STEP_STOP;
     if (o->t.fd >= 0)
         let_go(o);   /* reset: the receiver drops it as unproven */
-    log_msg(p->log, LOG_INFO, "%s: the stream failed before it began: connecting once more to tell the receiver",
-            o->name);
+    log_msg(p->log, LOG_INFO, "%s: the stream failed before it began: connecting once more "
+            "to tell the receiver", o->name);
     int rc = writer_open(o, true, e);
     atomic_store(&o->halt, true);   /* the stream is over: what follows is the abort */
     return rc == STEP_OK ? STEP_STOP : rc;

@@ -10,11 +10,11 @@
  * on exec, and SIGTERM sent to it should weir itself die
  * (PR_SET_PDEATHSIG).  A producer's standard input is /dev/null and its
  * standard output a pipe that weir reads; a consumer's standard input is a
- * pipe that weir writes and its standard output is weir's, closed when
- * weir's was closed at startup (stdout_closed: weir holds /dev/null there), as a shell would leave it:
- * a consumer that writes there then fails instead of writing into the
- * /dev/null weir holds in its place.  Its standard
- * error goes through a pipe: a thread passes every byte on to weir's at
+ * pipe that weir writes and its standard output is weir's, or closed
+ * (stdout_closed) when weir's was closed at startup, as a shell would leave
+ * it: a consumer that writes there then fails instead of writing into the
+ * /dev/null weir holds in its place.  Its standard error goes through a
+ * pipe: a thread passes every byte on to weir's at
  * once, untouched, and keeps the last line for the message should the
  * command fail.  A command that cannot be started (not found, not
  * executable) fails child_spawn(), so it is reported before anything
