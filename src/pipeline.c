@@ -1005,6 +1005,9 @@ static void interrupt(struct pipeline *p, const siginfo_t *si)
     struct weir_error e;
     error_set(&e, WEIR_EXIT_SIGNAL + sig, "interrupted by %s",
               sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+    sync_lock(&p->lock);
+    p->signalled = true;
+    sync_unlock(&p->lock);
     pipeline_fail(p, &e);
     bool to_group = si->si_code != SI_USER && si->si_code != SI_QUEUE;
     struct child *kids[WEIR_MAX_OUTPUTS + 1];

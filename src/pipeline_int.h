@@ -217,6 +217,8 @@ struct pipeline {
 
     /* errors, lock */
     bool failed;
+    bool signalled;            /* lock: SIGINT, SIGTERM or SIGHUP came (the first error
+                                  may still be another's): nothing more is attempted */
     struct weir_error first;
     int running;               /* threads not yet returned */
 

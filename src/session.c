@@ -471,6 +471,13 @@ int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chai
 
 /* ---- the handshake of a connecting end ------------------------------------ */
 
+/* A reset met during the handshake, reading or writing. */
+static int handshake_reset(struct weir_error *e, const char *name)
+{
+    return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection was reset during the handshake "
+                     "(by a receiver that does not have this key, or on the way)", name);
+}
+
 int session_handshake(struct transport *t, struct tls_context *ctx, double limit,
                       uint64_t epoch_records, atomic_bool *stop, const char *label,
                       unsigned char *secret, size_t secretlen, struct weir_error *e)
@@ -491,8 +498,10 @@ int session_handshake(struct transport *t, struct tls_context *ctx, double limit
         if (outlen > 0 && transport_write_all(t, out, outlen,
                                               (int)((deadline - clock_now()) * 1000) + 1, stop))
             rc = errno == ECANCELED ? STEP_STOP
-                 : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", t->name),
-                    STEP_FAIL);
+                 : errno == ECONNRESET || errno == EPIPE
+                     ? (handshake_reset(e, t->name), STEP_FAIL)
+                     : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", t->name),
+                        STEP_FAIL);
         if (rc != STEP_OK || st == TLS_DONE)
             break;
         if (st == TLS_FAILED) {
@@ -513,10 +522,7 @@ int session_handshake(struct transport *t, struct tls_context *ctx, double limit
             rc = r == 0
                      ? error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver closed the connection "
                                  "during the handshake (does it have this key?)", t->name)
-                 : errno == ECONNRESET
-                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: the connection was reset during "
-                                 "the handshake (by a receiver that does not have this key, "
-                                 "or on the way)", t->name)
+                 : errno == ECONNRESET ? handshake_reset(e, t->name)
                  : errno == ETIMEDOUT
                      ? error_set(e, WEIR_EXIT_NETWORK, "%s: no handshake within %g s",
                                  t->name, limit)

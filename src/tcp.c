@@ -306,7 +306,11 @@ int tcp_connect(const char *host, const char *port, const struct tcp_settings *o
         if (rc == 0) {
             for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
                 double left = deadline - clock_now();
-                int ms = left > 5 ? 5000 : left > 0.2 ? (int)(left * 1000) : 200;
+                /* one try (--connect-timeout 0) still waits for a slow
+                 * path's answer, or a lost SYN's second chance */
+                int ms = o->connect_timeout <= 0 || left > 5 ? 5000
+                         : left > 0.2                        ? (int)(left * 1000)
+                                                             : 200;
                 int fd = connect_one(ai, ms, stop, !o->raw);
                 if (fd >= 0) {
                     freeaddrinfo(res);

@@ -1029,9 +1029,9 @@ static int writer_open(struct output *o, bool once, struct weir_error *e)
                      p->encode && o->form == CODEC_FORM_WEIR, block_max);
     o->session.resume = greet && c->reconnect > 0 && c->mem >= RESUME_MIN_BUFFER &&
                         c->block > 0 && c->mem / c->block >= RESUME_MIN_BLOCKS;
-    if (greet && c->reconnect > 0 && !o->session.resume)
-        log_msg(p->log, LOG_INFO, "%s: a break will not be resumed: the buffer (%llu KiB in "
-                "%llu blocks) is under %u MiB in %u blocks (-m, -s)", o->name,
+    if (greet && c->reconnect > 0 && !o->session.resume && !once)
+        log_msg(p->log, LOG_INFO, "%s: a break will not be resumed: the buffer (%llu KiB, "
+                "%llu blocks) is under the %u MiB and %u blocks resuming needs (-m, -s)", o->name,
                 (unsigned long long)(c->mem >> 10),
                 (unsigned long long)(c->block ? c->mem / c->block : 0),
                 RESUME_MIN_BUFFER >> 20, RESUME_MIN_BLOCKS);
@@ -1474,7 +1474,8 @@ static int tell_early(struct output *o, struct weir_error *e)
         o->session.spoke || o->has_backchannel || o->plain_fallback)
         return STEP_STOP;
     sync_lock(&p->lock);
-    bool tell = p->failed && p->first.status < WEIR_EXIT_SIGNAL && !o->dead;
+    /* a signal may come after the producer's death was the first error */
+    bool tell = p->failed && p->first.status < WEIR_EXIT_SIGNAL && !p->signalled && !o->dead;
     if (tell)
         atomic_store(&o->halt, false);
     sync_unlock(&p->lock);
@@ -1486,6 +1487,8 @@ static int tell_early(struct output *o, struct weir_error *e)
             "to tell the receiver", o->name);
     int rc = writer_open(o, true, e);
     atomic_store(&o->halt, true);   /* the stream is over: what follows is the abort */
+    if (rc == STEP_FAIL)
+        log_msg(p->log, LOG_INFO, "%s (the receiver could not be told)", e->msg);
     return rc == STEP_OK ? STEP_STOP : rc;
 }
 

@@ -87,7 +87,7 @@ listen "$TMP/rout" "$TMP/lerr" --reconnect 1 -o "$TMP/out"
 proxy "$LPORT" 1 $((SIZE / 4)) reset
 expect 5 "a sender with a 4 MiB buffer does not resume" \
     "$WEIR" -s 64k -m 4M -i "$TMP/in" -O "127.0.0.1:$PPORT"
-has_msg "$TMP/err" "a break will not be resumed: the buffer (4096 KiB in 64 blocks) is under 8 MiB" \
+has_msg "$TMP/err" "a break will not be resumed: the buffer (4096 KiB, 64 blocks) is under the 8 MiB" \
     "a sender that cannot resume says so before it sends"
 wait_bounded "$LPID" 30
 [ "$STATUS" -ne 0 ] || fail "the receiver of a sender that cannot resume exited 0"
