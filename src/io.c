@@ -11,20 +11,19 @@
 int io_wait(int fd, short events, int timeout_ms, atomic_bool *stop)
 {
     double deadline = timeout_ms < 0 ? 0 : clock_now() + timeout_ms / 1000.0;
-    for (bool asked = false;; asked = true) {
+    for (;;) {
         if (stop && atomic_load(stop)) {
             errno = ECANCELED;
             return -1;
         }
         int wait_ms = -1;
         if (timeout_ms >= 0) {
-            /* 0 asks once without waiting */
             double left = deadline - clock_now();
-            if (left <= 0 && asked) {
+            if (left <= 0) {
                 errno = ETIMEDOUT;
                 return -1;
             }
-            wait_ms = left > 0 ? (int)(left * 1000.0) + 1 : 0;
+            wait_ms = (int)(left * 1000.0) + 1;
         }
         struct pollfd pfd = {.fd = fd, .events = events};
         int r = poll(&pfd, 1, wait_ms);

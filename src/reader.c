@@ -228,13 +228,9 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
             /* the connection ran dry: a sender that goes on sending needs
              * no confirmation yet; one that stays silent for CONFIRM_IDLE_MS
              * may be waiting for room in its buffer, so it gets one (the
-             * read would wait here anyway).  Whether it is still dry is
-             * asked first without waiting: on a fast link more has come by
-             * now, and waiting for it would put this thread to sleep only
-             * to be woken (a tenth fewer sleeps on loopback) */
+             * read would wait here anyway) */
             r->owe_confirm = false;
-            if (p->in.ops->wait(&p->in, POLLIN, 0, &p->stop) != 0 && errno == ETIMEDOUT &&
-                p->in.ops->wait(&p->in, POLLIN, CONFIRM_IDLE_MS, &p->stop) != 0 &&
+            if (p->in.ops->wait(&p->in, POLLIN, CONFIRM_IDLE_MS, &p->stop) != 0 &&
                 errno == ETIMEDOUT)
                 confirm(p, atomic_load(&p->held));
         }

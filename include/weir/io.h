@@ -24,9 +24,7 @@ struct iovec;
 ssize_t io_writev(int fd, const struct iovec *iov, int cnt, int timeout_ms, atomic_bool *stop);
 /* Step past n bytes written from an iovec array (which it modifies). */
 void io_iov_advance(struct iovec **iov, int *cnt, size_t n);
-/* Wait for fd to be ready for events (POLLIN/POLLOUT); 0 ok, -1 errno
- * (ETIMEDOUT after timeout_ms; -1 waits for ever, 0 asks once without
- * waiting). */
+/* Wait for fd to be ready for events (POLLIN/POLLOUT); 0 ok, -1 errno. */
 int io_wait(int fd, short events, int timeout_ms, atomic_bool *stop);
 
 #endif
