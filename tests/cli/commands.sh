@@ -76,12 +76,8 @@ done
 # listening (doc/faults.md row 255)
 listen /dev/null "$TMP/lerr" -- sh -c "cat >\"$TMP/got\"; echo consumer-finished >\"$TMP/fin\""
 rm -f "$TMP/fin"
-"$TESTTOOL" cutproxy "$LPORT" 0 1 reset 0 --hold 1 >"$TMP/px" &
-PX=$!
-PIDS+=("$PX")
-wait_for "$TMP/px" "listening on" 10
-PP=$(grep -o 'listening on [0-9]*' "$TMP/px" | grep -o '[0-9]*$')
-expect 3 "producer fails before the greeting" "$WEIR" -O "127.0.0.1:$PP" -- sh -c 'exit 1'
+cut_proxy "$LPORT" 0 1 reset 0 --hold 1
+expect 3 "producer fails before the greeting" "$WEIR" -O "127.0.0.1:$PPORT" -- sh -c 'exit 1'
 has_msg "$TMP/err" "the stream failed before it began: connecting once more to tell the receiver" \
     "the sender tells the receiver of a stream that failed before it began"
 wait_bounded "$LPID" 20
@@ -90,8 +86,8 @@ has_msg "$TMP/lerr" "weir: sender: producer 'exit 1' exited with status 1" \
     "the receiver names the producer that failed before the greeting"
 [ -e "$TMP/fin" ] && fail "the consumer saw a clean end of a stream that failed before it began"
 ok "the receiver's consumer was terminated (producer failed before the greeting)"
-kill "$PX"
-wait "$PX" 2>/dev/null
+kill "$PPID_"
+wait "$PPID_" 2>/dev/null
 
 # the consumer fails: both ends exit 4; the sender quotes its last stderr line
 consumer_fails() {   # consumer_fails LABEL CONSUMER-SCRIPT MESSAGE

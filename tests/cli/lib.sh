@@ -120,6 +120,18 @@ listen() {
     [ -n "$LPORT" ] || fail "no port in: $(cat "$err")"
 }
 
+# cut_proxy TARGET CUTS EVERY MODE [GAP] [OPTIONS...]: start the fault proxy
+# (testtool cutproxy) in front of TARGET; sets PPORT and PPID_.  Its output,
+# "cut N at BYTES" and the like, is in $TMP/proxy.
+cut_proxy() {
+    rm -f "$TMP/proxy"   # never read the previous proxy's port
+    "$TESTTOOL" cutproxy "$@" >"$TMP/proxy" &
+    PPID_=$!
+    PIDS+=("$PPID_")
+    wait_for "$TMP/proxy" "proxy listening on" 10
+    PPORT=$(grep -o 'listening on [0-9]*' "$TMP/proxy" | grep -o '[0-9]*$')
+}
+
 # weir_stream IN OUT [OPTIONS...]: OUT gets the weir stream that
 # "weir OPTIONS -i IN" sends to another weir, as recorded between the two
 # (-z writes files as one LZ4 frame; the weir stream travels only between

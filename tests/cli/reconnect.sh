@@ -11,15 +11,6 @@ gen "$TMP/in" "$SIZE" mixed
 KEY=$TMP/key
 "$WEIR" -q --genkey "$KEY" --key-id t || fail "--genkey"
 
-# proxy TARGET CUTS EVERY MODE [GAP] [OPTIONS...]: start the cut proxy; sets PPORT, PPID
-proxy() {
-    rm -f "$TMP/proxy"   # never read the previous proxy's port
-    "$TESTTOOL" cutproxy "$@" >"$TMP/proxy" &
-    PPID_=$!
-    PIDS+=("$PPID_")
-    wait_for "$TMP/proxy" "proxy listening on" 10
-    PPORT=$(grep -o 'listening on [0-9]*' "$TMP/proxy" | grep -o '[0-9]*$')
-}
 
 # send_both_ok LABEL INPUT [SENDER-OPTIONS...]: send INPUT through the
 # proxy to the receiver listening on LPORT; both must exit 0
@@ -46,7 +37,7 @@ resume() {
     ropts=("$@")
     rm -f "$TMP/out"
     listen "$TMP/rout" "$TMP/lerr" --reconnect 60 "${ropts[@]}"
-    proxy "$LPORT" "$cuts" "$every" "$mode"
+    cut_proxy "$LPORT" "$cuts" "$every" "$mode"
     send_both_ok "$label" "$TMP/in" --reconnect 60 "${sopts[@]}"
     local n
     n=$(grep -c '^cut ' "$TMP/proxy")
@@ -84,7 +75,7 @@ resume "-s 4k -m 8M, reset 5 times" 5 $((SIZE / 37)) reset -s 4k -m 8M -- -o "$T
 # resuming, and a break fails as before
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 1 -o "$TMP/out"
-proxy "$LPORT" 1 $((SIZE / 4)) reset
+cut_proxy "$LPORT" 1 $((SIZE / 4)) reset
 expect 5 "a sender with a 4 MiB buffer does not resume" \
     "$WEIR" -s 64k -m 4M -i "$TMP/in" -O "127.0.0.1:$PPORT"
 has_msg "$TMP/err" "a break will not be resumed: the buffer (4096 KiB, 64 blocks) is under the 8 MiB" \
@@ -97,7 +88,7 @@ kill "$PPID_" 2>/dev/null
 # cannot resume: the sender fails at once, the receiver after --reconnect
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 1 -o "$TMP/out"
-proxy "$LPORT" 1 56 cut
+cut_proxy "$LPORT" 1 56 cut
 expect 5 "a cut before the session was named: the sender" \
     "$WEIR" -q -i "$TMP/in" -O "127.0.0.1:$PPORT"
 wait_bounded "$LPID" 30
@@ -110,7 +101,7 @@ kill "$PPID_" 2>/dev/null
 # byte is written twice
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
-proxy "$LPORT" 3 "$every" reset 0 --mute-back $((SIZE / 20))
+cut_proxy "$LPORT" 3 "$every" reset 0 --mute-back $((SIZE / 20))
 send_both_ok "confirmations lost" "$TMP/in"
 same "$TMP/in" "$TMP/out" "confirmations lost before 3 cuts: nothing written twice"
 kill "$PPID_" 2>/dev/null
@@ -118,7 +109,7 @@ kill "$PPID_" 2>/dev/null
 # a cut while the sender waits on a full buffer (a receiver slower than the input)
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -R 40M -o "$TMP/out"
-proxy "$LPORT" 2 $((SIZE / 8)) reset
+cut_proxy "$LPORT" 2 $((SIZE / 8)) reset
 send_both_ok "full buffer" "$TMP/in" -m 8M -s 64k
 has_msg "$TMP/serr" "2 reconnections" "cut twice while the sender's 8 MiB buffer was full"
 same "$TMP/in" "$TMP/out" "cut while the buffer was full: whole"
@@ -129,7 +120,7 @@ same "$TMP/in" "$TMP/out" "cut while the buffer was full: whole"
 # for it, and both exit 0
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -- sh -c "sleep 1; cat >'$TMP/out'"
-proxy "$LPORT" 1 0 reset --at-end
+cut_proxy "$LPORT" 1 0 reset --at-end
 send_both_ok "cut after the trailer, before the answer" "$TMP/in" --reconnect 60
 same "$TMP/in" "$TMP/out" "cut after the trailer: whole"
 grep -qE "the sender came back(; it has the answer once the outputs are done| for the answer)" \
@@ -146,7 +137,7 @@ kill "$PPID_" 2>/dev/null
 gen "$TMP/small" 3000000 random
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
-proxy "$LPORT" 1 0 silent --at-end
+cut_proxy "$LPORT" 1 0 silent --at-end
 send_both_ok "a black hole after the trailer" "$TMP/small" --reconnect 60
 has_msg "$TMP/lerr" "the connection broke after the whole stream arrived" \
     "a black hole after the trailer: the receiver does not take silence for the sender's close"
@@ -163,7 +154,7 @@ kill "$PPID_" 2>/dev/null
 # "all of it, but its answer was lost")
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -- sh -c "sleep 4; cat >'$TMP/out'"
-proxy "$LPORT" 1 0 reset --at-end
+cut_proxy "$LPORT" 1 0 reset --at-end
 send_both_ok "cut after the trailer, a sender's window shorter than the drain" "$TMP/small" \
     --reconnect 1
 has_msg "$TMP/lerr" "the sender came back; it has the answer once the outputs are done" \
@@ -177,7 +168,7 @@ kill "$PPID_" 2>/dev/null
 # long with its sender knocking again, lets the old connection go
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
-proxy "$LPORT" 1 1000000 silent
+cut_proxy "$LPORT" 1 1000000 silent
 send_both_ok "a black hole" "$TMP/small"
 has_msg "$TMP/serr" "1 reconnection" "a black hole: the sender reconnects"
 has_msg "$TMP/lerr" "a new connection is waiting" "a black hole: the receiver lets the silent one go"
@@ -191,7 +182,7 @@ kill "$PPID_" 2>/dev/null
 # the receiver waiting out --reconnect)
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
-proxy "$LPORT" 1 1000000 silent
+cut_proxy "$LPORT" 1 1000000 silent
 send_both_ok "a black hole at the end, --timeout 3" "$TMP/small" --timeout 3
 has_msg "$TMP/serr" "the receiver said nothing for 3 s after the stream's end" \
     "a black hole at the end, --timeout 3: the sender takes the silence for a break"
@@ -202,7 +193,7 @@ kill "$PPID_" 2>/dev/null
 # a gap longer than --reconnect fails both ends, each saying so
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 1 -o "$TMP/out"
-proxy "$LPORT" 1 $((SIZE / 4)) reset 5
+cut_proxy "$LPORT" 1 $((SIZE / 4)) reset 5
 "$WEIR" --reconnect 1 -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
 sst=$?
 wait_bounded "$LPID" 30
@@ -216,7 +207,7 @@ kill "$PPID_" 2>/dev/null
 # a receiver that is gone (nothing listens where it was) ends the wait at once
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
-proxy "$LPORT" 1 $((SIZE / 4)) reset 0 --refuse-after 1
+cut_proxy "$LPORT" 1 $((SIZE / 4)) reset 0 --refuse-after 1
 start=$(date +%s)
 "$WEIR" --reconnect 60 -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
 sst=$?
@@ -232,7 +223,7 @@ wait "$LPID" 2>/dev/null
 # a stranger in the gap is refused, and the real sender resumes
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
-proxy "$LPORT" 1 $((SIZE / 3)) reset 3
+cut_proxy "$LPORT" 1 $((SIZE / 3)) reset 3
 bg "$WEIR" -i "$TMP/in" -O "127.0.0.1:$PPORT"
 spid=$BPID
 wait_for "$TMP/proxy" "cut 1" 30
@@ -251,7 +242,7 @@ kill "$PPID_" 2>/dev/null
 # and its consumer is stopped as for a truncated stream
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 2 -- sh -c "cat >'$TMP/out'"
-proxy "$LPORT" 1 $((SIZE / 3)) reset 30
+cut_proxy "$LPORT" 1 $((SIZE / 3)) reset 30
 bg "$WEIR" -i "$TMP/in" -O "127.0.0.1:$PPORT"
 spid=$BPID
 wait_for "$TMP/proxy" "cut 1" 30
@@ -292,7 +283,7 @@ rm -f "$TMP/out" "$TMP/lerr"
 lp=$!
 PIDS+=("$lp")
 wait_for "$TMP/lerr" "listening on" 10
-proxy "$port" 1 $((SIZE / 4)) reset 3
+cut_proxy "$port" 1 $((SIZE / 4)) reset 3
 "$WEIR" -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr" &
 spid=$!
 PIDS+=("$spid")
@@ -314,7 +305,7 @@ kill "$lp" "$PPID_" 2>/dev/null
 # --reconnect 0 on either end: a break fails the transfer as it always did
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" -o "$TMP/out"
-proxy "$LPORT" 1 $((SIZE / 4)) reset
+cut_proxy "$LPORT" 1 $((SIZE / 4)) reset
 "$WEIR" --reconnect 0 -i "$TMP/in" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
 sst=$?
 wait_bounded "$LPID" 30
@@ -327,9 +318,9 @@ listen "$TMP/r1" "$TMP/l1" --reconnect 60 -o "$TMP/o1"
 p1=$LPID port1=$LPORT
 listen "$TMP/r2" "$TMP/l2" --reconnect 60 -o "$TMP/o2"
 p2=$LPID port2=$LPORT
-proxy "$port1" 2 "$every" reset
+cut_proxy "$port1" 2 "$every" reset
 pp1=$PPORT
-proxy "$port2" 3 "$every" cut
+cut_proxy "$port2" 3 "$every" cut
 pp2=$PPORT
 "$WEIR" -i "$TMP/in" -O "127.0.0.1:$pp1" -O "127.0.0.1:$pp2" 2>"$TMP/serr" ||
     { cat "$TMP/serr"; fail "two receivers: sender"; }
@@ -344,7 +335,7 @@ same "$TMP/in" "$TMP/o2" "two receivers: the second is whole after 3 cuts"
 # --progress=json counts them
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
-proxy "$LPORT" 2 "$every" reset
+cut_proxy "$LPORT" 2 "$every" reset
 "$WEIR" -q --progress=json=3 -i "$TMP/in" -O "127.0.0.1:$PPORT" 3>"$TMP/p.jsonl" 2>"$TMP/serr" ||
     fail "json: sender"
 wait_bounded "$LPID" 30

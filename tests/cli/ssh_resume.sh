@@ -23,12 +23,8 @@ gen "$TMP/in" "$SIZE" mixed
 # $TMP/target later (the remote weir's port is known only once it answers);
 # sets PPORT, PPID_
 proxy() {
-    rm -f "$TMP/proxy" "$TMP/target"
-    "$TESTTOOL" cutproxy "@$TMP/target" "$@" >"$TMP/proxy" &
-    PPID_=$!
-    PIDS+=("$PPID_")
-    wait_for "$TMP/proxy" "proxy listening on" 10
-    PPORT=$(grep -o 'listening on [0-9]*' "$TMP/proxy" | grep -o '[0-9]*$')
+    rm -f "$TMP/target"
+    cut_proxy "@$TMP/target" "$@"
 }
 
 # target FILE TEXT: the port at the end of the line of FILE holding TEXT
