@@ -418,7 +418,22 @@ void lt_send_status(struct lt_ctl *c, int code, const char *msg)
 {
     unsigned char rec[CODEC_RECORD_MAX];
     size_t n = codec_status(rec, code, 0, 0, msg);
-    (void)transport_write_all(&c->t, rec, n, 2000, NULL);   /* best effort */
+    /* best effort */
+    struct weir_error ignored;
+    if (transport_write_all(&c->t, rec, n, 2000, NULL) || c->t.ops->half_close(&c->t, &ignored))
+        return;
+    /* The failed test's close resets the connection, and a reset can take
+     * the record away before the peer reads it: let the peer close first,
+     * reading (and dropping) what it still sends, for a bounded time. */
+    double until = clock_now() + LT_LINGER_MS / 1000.0;
+    for (;;) {
+        double left = until - clock_now();
+        if (left <= 0)
+            return;
+        ssize_t got = c->t.ops->read(&c->t, rec, sizeof rec, (int)(left * 1000) + 1, NULL);
+        if (got <= 0)
+            return;
+    }
 }
 
 int lt_recv(struct lt_ctl *c, int ms, struct codec_record *r, struct weir_error *err)
@@ -542,6 +557,7 @@ struct tester {
     struct lt_ctl ctl;
     bool ctl_open;
     bool serves;                   /* the listener's greeting offers link tests */
+    bool asked;                    /* the hello went out: the listener may serve it */
     bool welcomed;                 /* the listener took the test */
     bool peer_stopped;             /* the listener said why it stops: no answer owed */
     struct sockaddr_storage addr;  /* the listener, as connected */
@@ -728,6 +744,7 @@ static int open_control(struct tester *t, struct weir_error *err)
         if (rc != STEP_OK || lt_send(&t->ctl, &hello, err))
             return -1;
     }
+    t->asked = true;
     struct codec_record r;
     if (await(t, &r, LINKTEST_SILENCE, "welcome", err))
         return -1;
@@ -1119,8 +1136,13 @@ int linktest_run(const struct linktest_config *c, struct weir_log *log,
     } else {
         rc = -1;
     }
-    if (rc != 0 && t->ctl_open && !t->peer_stopped && t->welcomed)
-        lt_send_status(&t->ctl, err->status, err->msg);   /* the listener logs why */
+    /* a signal that came as the test failed is what stopped it */
+    if (rc != 0 && atomic_load(&t->signal) && err->status < WEIR_EXIT_SIGNAL)
+        stopped(t, err);
+    /* The listener logs why. It may have started serving the moment the hello
+     * arrived, before its welcome reached this end: it reads this then. */
+    if (rc != 0 && t->ctl_open && !t->peer_stopped && t->asked)
+        lt_send_status(&t->ctl, err->status, err->msg);
     lt_flows_stop(&t->out);
     lt_flows_stop(&t->in);
     if (t->ctl_open) {
@@ -1130,9 +1152,8 @@ int linktest_run(const struct linktest_config *c, struct weir_log *log,
     atomic_store(&t->done, true);
     if (t->watching)
         sync_join(t->watcher);
-    /* a signal that came as the test failed is what stopped it */
-    int sig = atomic_load(&t->signal);
-    if (rc != 0 && sig && err->status < WEIR_EXIT_SIGNAL)
+    /* a signal that came while the test's connections closed */
+    if (rc != 0 && atomic_load(&t->signal) && err->status < WEIR_EXIT_SIGNAL)
         stopped(t, err);
     if (rc != 0 && strncmp(err->msg, t->name, strlen(t->name)) != 0) {
         char msg[WEIR_ERROR_MAX];

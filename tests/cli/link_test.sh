@@ -280,4 +280,18 @@ PIDS+=($!)
 expect 5 "an older listener" "$WEIR" -q --link-test -O "127.0.0.1:$P" --duration "$D"
 has_msg "$TMP/err" "link test to 127.0.0.1:$P: refused: it did not greet as a weir sender (the listener does not offer link tests: a weir older than them?)" \
     "an older listener: the tester says what its refusal means"
+# ---- a tester interrupted before the welcome reaches it still tells the
+# listener why: a listener serves from the hello on, and logs what it hears
+P=$("$TESTTOOL" freeport)
+{ "$TESTTOOL" greet 1 1 R; sleep 8; } | nc -l 127.0.0.1 "$P" >"$TMP/heard" 2>/dev/null &
+PIDS+=($!)
+"$TESTTOOL" waitlisten "$P" 5 || fail "the slow listener's stand-in did not listen"
+bg "$WEIR" -q --link-test -O "127.0.0.1:$P" --duration "$D"
+TPID=$BPID
+wait_size "$TMP/heard" 95 10   # its greeting (32 bytes) and hello (64)
+kill -INT "$TPID"
+wait_bounded "$TPID" 10
+[ "$STATUS" -eq 130 ] || fail "a tester interrupted while awaiting the welcome: exit $STATUS"
+wait_for "$TMP/heard" "interrupted by SIGINT" 10
+ok "a tester interrupted while awaiting the welcome tells the listener why"
 done_testing
