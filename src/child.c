@@ -212,6 +212,18 @@ void child_signalled(struct child *c, int sig)
     atomic_compare_exchange_strong(&c->signalled, &none, sig);
 }
 
+/* The child died of a SIGINT, SIGTERM or SIGHUP that weir has too, not
+ * yet taken (they stay blocked until the main thread takes them): one sent
+ * to the process group, from the terminal or a `kill 0`.  That signal is
+ * the reason, whichever of the two is noticed first. */
+static bool shared_stop(int sig)
+{
+    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+        return false;
+    sigset_t pending;
+    return sigpending(&pending) == 0 && sigismember(&pending, sig) == 1;
+}
+
 /* How it ended, for messages: "exited with status 1: <its last line>". */
 static int verdict(struct child *c, int ws, int status, struct weir_error *err)
 {
@@ -225,6 +237,9 @@ static int verdict(struct child *c, int ws, int status, struct weir_error *err)
     if (WIFEXITED(ws))
         return error_set(err, status, "%s exited with status %d%s%s", c->name,
                          WEXITSTATUS(ws), sep, last);
+    if (WIFSIGNALED(ws) && shared_stop(WTERMSIG(ws)))
+        return error_set(err, WEIR_EXIT_SIGNAL + WTERMSIG(ws), "interrupted by SIG%s",
+                         sigabbrev_np(WTERMSIG(ws)));
     if (WIFSIGNALED(ws)) {
         const char *abbrev = sigabbrev_np(WTERMSIG(ws));
         return error_set(err, status, "%s was killed by SIG%s%s%s", c->name,

@@ -35,6 +35,7 @@ wait_bounded "$wpid" 10
 [ "$(cat "$TMP/out")" = "$(printf 'hello\nworld')" ] || fail "data after SIGUSR1"
 ok "the transfer continues after SIGUSR1"
 # a FIFO with no writer blocks open(): SIGTERM still stops weir at once
+rm -f "$TMP/fifo"
 mkfifo "$TMP/fifo"
 "$WEIR" -q -i "$TMP/fifo" -o /dev/null 2>"$TMP/ferr" &
 fpid=$!
@@ -49,4 +50,20 @@ kill -TERM "$fpid"
 wait_bounded "$fpid" 5
 [ "$STATUS" -eq 143 ] || fail "SIGTERM while opening a FIFO: exit $STATUS, want 143"
 has_msg "$TMP/ferr" "interrupted by SIGTERM" "SIGTERM while opening a FIFO: exit 143"
+# a signal to the whole process group kills the producer too: weir exits
+# 128+N, never 3 for the producer's death, even when that death is noticed
+# first (the shim keeps the main thread from taking its own signal for
+# 300 ms; doc/faults.md row 259)
+: "${FAULTSHIM:?FAULTSHIM must name the fault shim}"
+for sig in TERM HUP; do
+    rm -f "$TMP/gout"
+    WEIR_FAULT=sigwait_late=300 LD_PRELOAD=$FAULTSHIM "$WEIR" -q -o "$TMP/gout" -- \
+        sh -c "head -c 100000 /dev/zero; kill -$sig 0; sleep 5" 2>"$TMP/gerr" &
+    gpid=$!
+    PIDS+=("$gpid")
+    wait_bounded "$gpid" 10
+    want=$((128 + $(kill -l "$sig")))
+    [ "$STATUS" -eq "$want" ] || { cat "$TMP/gerr"; fail "SIG$sig to the group: exit $STATUS, want $want"; }
+    has_msg "$TMP/gerr" "interrupted by SIG$sig" "SIG$sig to the group, the producer's death seen first: exit $want"
+done
 done_testing

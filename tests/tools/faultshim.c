@@ -20,6 +20,9 @@
  *   seek_data_eio=1     lseek(SEEK_DATA) fails with EIO (looking for an input's holes)
  *   seek_data_einval=1  lseek(SEEK_DATA) fails with EINVAL, as on a file system
  *                       that cannot say where its holes are
+ *   sigwait_late=MS     sigtimedwait() sleeps MS milliseconds, then takes only
+ *                       what is pending (a busy main thread: the children
+ *                       die of a group's signal before weir takes its own)
  *
  * Everything else passes straight through to libc.
  */
@@ -30,6 +33,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +79,7 @@ static __typeof__(fdatasync) *real_fdatasync;
 static __typeof__(fsync) *real_fsync;
 static __typeof__(ftruncate) *real_ftruncate;
 static __typeof__(lseek) *real_lseek;
+static __typeof__(sigtimedwait) *real_sigtimedwait;
 
 __attribute__((constructor)) static void shim_init(void)
 {
@@ -88,6 +93,7 @@ __attribute__((constructor)) static void shim_init(void)
     real_fsync = (__typeof__(fsync) *)dlsym(RTLD_NEXT, "fsync");
     real_ftruncate = (__typeof__(ftruncate) *)dlsym(RTLD_NEXT, "ftruncate");
     real_lseek = (__typeof__(lseek) *)dlsym(RTLD_NEXT, "lseek");
+    real_sigtimedwait = (__typeof__(sigtimedwait) *)dlsym(RTLD_NEXT, "sigtimedwait");
 }
 
 #define REAL(fn) if (!real_##fn) shim_init()
@@ -274,4 +280,18 @@ off_t lseek(int fd, off_t off, int whence)
         return -1;
     }
     return real_lseek(fd, off, whence);
+}
+
+int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *timeout)
+{
+    REAL(sigtimedwait);
+    unsigned long long ms = fault_num("sigwait_late");
+    if (!ms)
+        return real_sigtimedwait(set, info, timeout);
+    /* a thread busy for MS milliseconds, then a look at what is pending */
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    struct timespec zero = {0, 0};
+    return real_sigtimedwait(set, info, &zero);
 }
