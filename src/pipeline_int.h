@@ -142,6 +142,14 @@ struct output {
     struct resume_mark *marks; /* lock: where each unconfirmed record began, a ring */
     size_t marks_cap, marks_head, marks_count;
     struct ring_cursor hold;   /* lock: the oldest record the receiver may lack */
+    bool reread;               /* the writer's: what the receiver lacks is read again from
+                                  the input (p->reread_fd), and no hold is kept */
+    struct resume_mark *recipe;   /* the writer's: the records to send again from the
+                                     input, as marks (the last: where the cursor is) */
+    size_t recipe_n, recipe_at;
+    bool replaying;            /* lock: recipe_at < recipe_n - 1; marks note rp_* */
+    uint64_t rp_bytes, rp_holes;   /* lock: where the record sent again begins */
+    unsigned char *replay_buf; /* the writer's: a record's bytes, read again */
     uint64_t confirmed;        /* lock: the stream's bytes the receiver confirmed */
     bool broken;               /* lock: the back channel found the connection broken */
     char broken_why[160];      /* lock: how */
@@ -210,6 +218,9 @@ struct pipeline {
     _Atomic uint64_t in_bytes; /* read from the input (atomic, no lock) */
     _Atomic uint64_t net_in;   /* read from the -I connection at its socket (atomic) */
     uint64_t input_size;       /* a regular-file input's size when opened, or 0 */
+    int reread_fd;             /* a regular-file input opened once more, to send again
+                                  from it (a connection that resumes); -1: none */
+    uint64_t reread_base;      /* the input's offset where reading began */
     bool finished;             /* weir_run has joined every thread */
     uint64_t data_bytes;       /* user data: read (-z) or decoded, holes included */
     uint64_t hole_bytes;       /* of which holes (lock) */

@@ -17,7 +17,12 @@ KEY=$TMP/key
 send_both_ok() {
     local label=$1 input=$2
     shift 2
-    "$WEIR" "$@" -i "$input" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
+    if [ -n "${FROM_PIPE:-}" ]; then
+        # a pipe cannot be read again: what the receiver lacks is held
+        cat "$input" | "$WEIR" "$@" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
+    else
+        "$WEIR" "$@" -i "$input" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
+    fi
     local sst=$?
     wait_bounded "$LPID" 60
     [ "$sst" -eq 0 ] && [ "$STATUS" -eq 0 ] ||
@@ -65,6 +70,18 @@ resume "a key, one worker, reset 5 times" 5 "$every" reset -T 1 --key-file "$KEY
 resume "a consumer, reset 5 times" 5 "$every" reset -- -- sh -c "cat >'$TMP/out'"
 resume "-z and a key into a consumer, cut 5 times" 5 $((every / 4)) cut -z --key-file "$KEY" \
     -- --key-file "$KEY" -- sh -c "cat >'$TMP/out'"
+# a regular file is read again for what the receiver lacks, a pipe's
+# bytes are held in the buffer: the same cuts from a pipe
+FROM_PIPE=1 resume "from a pipe, reset 5 times" 5 "$every" reset -- -o "$TMP/out"
+FROM_PIPE=1 resume "from a pipe, -s 4k -m 8M, cut 5 times" 5 $((SIZE / 37)) cut -s 4k -m 8M -- \
+    -o "$TMP/out"
+# cuts 1 MB into every connection: each comes while the records the last
+# one lost are read again and sent, so that is cut short and taken up again
+resume "reset 8 times, 1 MB into each connection" 8 1000000 reset -- -o "$TMP/out"
+has_msg "$TMP/serr" "bytes of input $TMP/in again to send them" \
+    "reset 8 times: what the receiver lacked was read again from the file"
+FROM_PIPE=1 resume "from a pipe, reset 8 times, 1 MB into each connection" 8 1000000 reset -- \
+    -o "$TMP/out"
 # the stream's first bytes: inside the header (greeting 32, header 24) and the first record
 resume "cut inside the first record" 1 100 reset -- -o "$TMP/out"
 resume "cut right after the first byte of data" 1 57 cut -s 4k -- -o "$TMP/out"
@@ -342,4 +359,48 @@ wait_bounded "$LPID" 30
 tail -n 1 "$TMP/p.jsonl" | grep -q '"reconnections":2,"reconnecting":false' ||
     { tail -n 1 "$TMP/p.jsonl"; fail "json: the end line does not count 2 reconnections"; }
 ok "--progress=json: the end line counts the reconnections"
+# a sparse file: its holes are sent again as holes, its --sparse zeros
+# as they were, and checked to be zeros still
+truncate -s 0 "$TMP/sp"
+for at in 0 7 19 20 33; do
+    head -c 1500000 "$TMP/in" | dd of="$TMP/sp" bs=1M seek="$at" conv=notrunc status=none
+done
+truncate -s 48M "$TMP/sp"
+for extra in "" --sparse; do
+    rm -f "$TMP/out"
+    listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+    cut_proxy "$LPORT" 4 3000000 reset
+    send_both_ok "a sparse file${extra:+, $extra}, reset 4 times" "$TMP/sp" -v $extra
+    same "$TMP/sp" "$TMP/out" "a sparse file${extra:+, $extra}: whole after 4 resets"
+    kill "$PPID_" 2>/dev/null
+done
+
+# the file changed after it was sent and before the receiver had it: it
+# cannot be sent again as it was, so the stream fails on both ends rather
+# than deliver what the file never held at one time
+gen "$TMP/chg" 30000000 random
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+cut_proxy "$LPORT" 1 1000000 silent
+"$WEIR" -q --progress=json=3 -i "$TMP/chg" -O "127.0.0.1:$PPORT" 3>"$TMP/p.jsonl" 2>"$TMP/serr" &
+spid=$!
+PIDS+=("$spid")
+# until the sender has sent byte 3000000 (into the black hole)
+for _ in $(seq 200); do
+    [ "$(tail -n 1 "$TMP/p.jsonl" 2>/dev/null | grep -o '"out":[0-9]*' | cut -d: -f2)" \
+        -gt 3000000 ] 2>/dev/null && break
+    sleep 0.05
+done
+[ "$(tail -n 1 "$TMP/p.jsonl" | grep -o '"out":[0-9]*' | cut -d: -f2)" -gt 3000000 ] ||
+    fail "a changed file: the sender did not get past byte 3000000"
+printf XXXX | dd of="$TMP/chg" bs=1 seek=1500000 conv=notrunc status=none
+wait_bounded "$spid" 40
+[ "$STATUS" -eq 3 ] || { cat "$TMP/serr"; fail "a changed file: sender exit $STATUS, want 3"; }
+has_msg "$TMP/serr" "input $TMP/chg: changed since it was sent (bytes 1048576 to 2097152)" \
+    "a changed file: the sender says which bytes changed"
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 3 ] || { cat "$TMP/lerr"; fail "a changed file: receiver exit $STATUS, want 3"; }
+has_msg "$TMP/lerr" "weir: sender: input $TMP/chg: changed since it was sent" \
+    "a changed file: the receiver fails with the sender's reason"
+kill "$PPID_" 2>/dev/null
 done_testing
