@@ -378,29 +378,45 @@ done
 # the file changed after it was sent and before the receiver had it: it
 # cannot be sent again as it was, so the stream fails on both ends rather
 # than deliver what the file never held at one time
+# changed LABEL FILE PAST CHANGE MESSAGE: send FILE into a black hole (from
+# byte 1000000), run CHANGE once the sender is past byte PAST of it; both
+# ends must fail with 3 and MESSAGE
+changed() {
+    local label=$1 file=$2 past=$3 change=$4 msg=$5
+    rm -f "$TMP/out"
+    listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+    cut_proxy "$LPORT" 1 1000000 silent
+    "$WEIR" -q --progress=json=3 -i "$file" -O "127.0.0.1:$PPORT" 3>"$TMP/p.jsonl" \
+        2>"$TMP/serr" &
+    local spid=$! out=0
+    PIDS+=("$spid")
+    for _ in $(seq 200); do   # until the sender is past it (into the black hole)
+        out=$(tail -n 1 "$TMP/p.jsonl" 2>/dev/null | grep -o '"out":[0-9]*' | cut -d: -f2)
+        [ "${out:-0}" -gt "$past" ] && break
+        sleep 0.05
+    done
+    [ "${out:-0}" -gt "$past" ] || fail "$label: the sender did not get past byte $past"
+    eval "$change"
+    wait_bounded "$spid" 40
+    [ "$STATUS" -eq 3 ] || { cat "$TMP/serr"; fail "$label: sender exit $STATUS, want 3"; }
+    has_msg "$TMP/serr" "input $file: $msg" "$label: the sender says what changed"
+    wait_bounded "$LPID" 30
+    [ "$STATUS" -eq 3 ] || { cat "$TMP/lerr"; fail "$label: receiver exit $STATUS, want 3"; }
+    has_msg "$TMP/lerr" "weir: sender: input $file: $msg" \
+        "$label: the receiver fails with the sender's reason"
+    kill "$PPID_" 2>/dev/null
+}
 gen "$TMP/chg" 30000000 random
-rm -f "$TMP/out"
-listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
-cut_proxy "$LPORT" 1 1000000 silent
-"$WEIR" -q --progress=json=3 -i "$TMP/chg" -O "127.0.0.1:$PPORT" 3>"$TMP/p.jsonl" 2>"$TMP/serr" &
-spid=$!
-PIDS+=("$spid")
-# until the sender has sent byte 3000000 (into the black hole)
-for _ in $(seq 200); do
-    [ "$(tail -n 1 "$TMP/p.jsonl" 2>/dev/null | grep -o '"out":[0-9]*' | cut -d: -f2)" \
-        -gt 3000000 ] 2>/dev/null && break
-    sleep 0.05
-done
-[ "$(tail -n 1 "$TMP/p.jsonl" | grep -o '"out":[0-9]*' | cut -d: -f2)" -gt 3000000 ] ||
-    fail "a changed file: the sender did not get past byte 3000000"
-printf XXXX | dd of="$TMP/chg" bs=1 seek=1500000 conv=notrunc status=none
-wait_bounded "$spid" 40
-[ "$STATUS" -eq 3 ] || { cat "$TMP/serr"; fail "a changed file: sender exit $STATUS, want 3"; }
-has_msg "$TMP/serr" "input $TMP/chg: changed since it was sent (bytes 1048576 to 2097152)" \
-    "a changed file: the sender says which bytes changed"
-wait_bounded "$LPID" 30
-[ "$STATUS" -eq 3 ] || { cat "$TMP/lerr"; fail "a changed file: receiver exit $STATUS, want 3"; }
-has_msg "$TMP/lerr" "weir: sender: input $TMP/chg: changed since it was sent" \
-    "a changed file: the receiver fails with the sender's reason"
-kill "$PPID_" 2>/dev/null
+changed "a changed file" "$TMP/chg" 3000000 \
+    'printf XXXX | dd of="$TMP/chg" bs=1 seek=1500000 conv=notrunc status=none' \
+    "changed since it was sent (bytes 1048576 to 2097152)"
+gen "$TMP/chg" 30000000 random
+changed "a file cut short" "$TMP/chg" 3000000 'truncate -s 1200000 "$TMP/chg"' \
+    "shorter than when it was sent"
+# $TMP/sp holds data at 0, 7, 19, 20 and 33 MiB, 1.5 MB each; "out" counts
+# data only, so past 1600000 is past the hole at 3000000
+cp --sparse=always "$TMP/sp" "$TMP/sp2"
+changed "data written into a hole" "$TMP/sp2" 1600000 \
+    'printf XXXX | dd of="$TMP/sp2" bs=1 seek=3000000 conv=notrunc status=none' \
+    "changed since it was sent (byte 3000000, a hole then)"
 done_testing
