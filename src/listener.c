@@ -528,8 +528,13 @@ static int judge_tester(struct admission *a, struct pending *c, const struct cod
     struct codec_record q;
     char why[96];
     if (codec_parse_record(c->buf + CODEC_GREETING_SIZE, CODEC_LINK_SIZE, &q, why,
-                           sizeof why) || q.type != 'L' ||
-        (q.link.op != CODEC_LINK_HELLO && q.link.op != CODEC_LINK_JOIN)) {
+                           sizeof why)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "after a link tester's greeting: %s", why);
+        drop(a, c, "refused connection from %s: %s", msg);
+        return -1;
+    }
+    if (q.type != 'L' || (q.link.op != CODEC_LINK_HELLO && q.link.op != CODEC_LINK_JOIN)) {
         drop(a, c, "refused connection from %s: %s", "no link-test request after the "
              "tester's greeting");
         return -1;
@@ -806,8 +811,16 @@ static double expire(struct admission *a, double now)
         if (now >= c->deadline) {
             char why[96];
             bool plain = a->cfg->raw || a->cfg->plain_too;
-            snprintf(why, sizeof why, plain ? "it sent nothing for %g s"
-                                            : "it sent no weir greeting and header within %g s",
+            const char *fmt = plain ? "it sent nothing for %g s"
+                              : c->state == AWAIT_LINK
+                                  ? "a link tester's greeting, then no request within %g s"
+                              : c->state == AWAIT_HEADER
+                                  ? "a weir greeting, then no stream header within %g s"
+                              : c->state == IN_HANDSHAKE ? "no finished handshake within %g s"
+                              : c->state == AWAIT_RECORD
+                                  ? "a handshake, then no first record within %g s"
+                                  : "it sent no weir greeting and header within %g s";
+            snprintf(why, sizeof why, fmt,
                      plain ? a->cfg->io_timeout : a->cfg->handshake_timeout);
             drop(a, c, "dropped connection from %s: %s", why);
         } else if (next == 0 || c->deadline < next) {
@@ -918,7 +931,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
     for (int i = 0; i < LISTENER_PENDING; i++)
         if (a->conn[i].fd >= 0)
             drop(a, &a->conn[i], NULL, NULL);
-    linktest_server_free(a->lt, "the listener stopped");
+    linktest_server_free(a->lt, "the listener is shutting down");
     free(a);
     return rc;
 }

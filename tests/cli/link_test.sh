@@ -166,6 +166,12 @@ untouched "after four tests"
 { "$TESTTOOL" greet 1 1 T; "$TESTTOOL" join O 0 12345; } | nc -N 127.0.0.1 "$LPORT" >/dev/null 2>&1
 wait_for "$TMP/lerr" "a data connection of a link test, and none is under way" 10
 ok "a data connection with no test under way is refused and logged"
+# a request altered on the way is refused as that, not as no request
+{ "$TESTTOOL" greet 1 1 T; "$TESTTOOL" hello 1 200000 1024 1 |
+    python3 -c 'import sys; b = bytearray(sys.stdin.buffer.read()); b[20] ^= 1; sys.stdout.buffer.write(b)'; } |
+    nc -N 127.0.0.1 "$LPORT" >/dev/null 2>&1
+wait_for "$TMP/lerr" "after a link tester's greeting: corrupt weir record (checksum mismatch)" 10
+ok "a tester's request with a bit flipped is refused as corrupt"
 bg "$WEIR" -q --link-test -O "127.0.0.1:$LPORT" --duration 1 --sweep 1k
 TPID=$BPID
 wait_for "$TMP/lerr" "serving it (1 connection each way, 1 s" 10
