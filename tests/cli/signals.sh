@@ -55,6 +55,7 @@ has_msg "$TMP/ferr" "interrupted by SIGTERM" "SIGTERM while opening a FIFO: exit
 # first (the shim keeps the main thread from taking its own signal for
 # 300 ms; doc/faults.md row 259)
 : "${FAULTSHIM:?FAULTSHIM must name the fault shim}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0"
 for sig in TERM HUP; do
     rm -f "$TMP/gout"
     WEIR_FAULT=sigwait_late=300 LD_PRELOAD=$FAULTSHIM "$WEIR" -q -o "$TMP/gout" -- \
