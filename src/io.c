@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -87,5 +88,25 @@ void io_iov_advance(struct iovec **iov, int *cnt, size_t n)
     if (*cnt > 0) {
         (*iov)->iov_base = (char *)(*iov)->iov_base + n;
         (*iov)->iov_len -= n;
+    }
+}
+
+void io_drain(int fd, double secs)
+{
+    double until = clock_now() + secs;
+    unsigned char buf[4096];
+    for (;;) {
+        double left = until - clock_now();
+        if (left <= 0)
+            return;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int r = poll(&pfd, 1, (int)(left * 1000) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return;
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return;
     }
 }

@@ -27,7 +27,7 @@
 #include "weir/transport.h"
 
 #define LT_SLICE_MS 100
-#define LT_LINGER_MS 1000   /* a status record's wait for the peer to close */
+#define LT_LINGER_SECS 1.0   /* a status record's wait for the peer to close */
 #define LT_POLL_MS 5          /* how often a measurement's progress is looked at */
 #define LT_CLOSED -1          /* a flow's failure: the peer closed it */
 

@@ -438,7 +438,7 @@ static void plan_reread(struct pipeline *p)
         return;
     struct stat a, b;
     if (fstat(fd, &a) != 0 || fstat(p->in.fd, &b) != 0 || a.st_dev != b.st_dev ||
-        a.st_ino != b.st_ino || !S_ISREG(a.st_mode)) {
+        a.st_ino != b.st_ino) {
         close(fd);
         return;
     }

@@ -526,12 +526,14 @@ static int still_zeros(struct output *o, uint64_t at, uint64_t len, struct weir_
                                                           : o->session.block_max;
         if (reread_bytes(o, o->replay_buf, n, from, e))
             return -1;
-        for (size_t i = 0; i < n; i++)
-            if (o->replay_buf[i])
-                return error_set(e, WEIR_EXIT_INPUT, "%s: changed since it was sent (byte "
-                                 "%llu, a hole then): %s cannot be sent what its receiver "
-                                 "lacks", p->in.name, (unsigned long long)(from + i),
-                                 o->name);
+        if (!sparse_all_zero(o->replay_buf, n)) {
+            size_t i = 0;
+            while (!o->replay_buf[i])
+                i++;
+            return error_set(e, WEIR_EXIT_INPUT, "%s: changed since it was sent (byte %llu, a "
+                             "hole then): %s cannot be sent what its receiver lacks",
+                             p->in.name, (unsigned long long)(from + i), o->name);
+        }
         from += n;
     }
     return 0;
@@ -1576,31 +1578,6 @@ static bool writer_abort(struct output *o)
  * decides whether the output is complete.  told: a weir receiver was sent
  * an abort record; it gets a moment to read it before the connection goes
  * (closing with its records unread would reset the connection). */
-/* After an abort record: read and drop what the receiver still sends (a
- * keepalive, its answer) until it closes, for a few seconds at most.
- * Closing a socket with unread bytes resets the connection, and a reset can
- * reach the receiver before it has read the abort, which it then never
- * sees. */
-static void drain_to_eof(int fd, double secs)
-{
-    double until = clock_now() + secs;
-    unsigned char buf[4096];
-    for (;;) {
-        double left = until - clock_now();
-        if (left <= 0)
-            return;
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int r = poll(&pfd, 1, (int)(left * 1000) + 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return;
-        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-            return;
-    }
-}
-
 static int writer_close(struct output *o, int rc, bool told, struct weir_error *e)
 {
     struct pipeline *p = o->p;
@@ -1620,7 +1597,7 @@ static int writer_close(struct output *o, int rc, bool told, struct weir_error *
         sync_join(o->backchannel);
         o->has_backchannel = false;
         if (told && !reading && o->t.fd >= 0)
-            drain_to_eof(o->t.fd, SESSION_ABORT_SECS);
+            io_drain(o->t.fd, SESSION_ABORT_SECS);
     }
     sync_lock(&p->lock);
     o->awaiting = rc == STEP_OK && o->has_child;

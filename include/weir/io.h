@@ -26,5 +26,10 @@ ssize_t io_writev(int fd, const struct iovec *iov, int cnt, int timeout_ms, atom
 void io_iov_advance(struct iovec **iov, int *cnt, size_t n);
 /* Wait for fd to be ready for events (POLLIN/POLLOUT); 0 ok, -1 errno. */
 int io_wait(int fd, short events, int timeout_ms, atomic_bool *stop);
+/* After a last record (an abort, a status): read and drop what the peer of
+ * socket fd still sends until it closes, for secs at most.  Closing a
+ * socket with unread bytes resets the connection, and a reset can reach the
+ * peer before it has read that record, which it then never sees. */
+void io_drain(int fd, double secs);
 
 #endif
