@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-2G}
 RUNS=${RUNS:-5}
-CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu ssh_z ssh_plain ssh_tunnel resume_cuts resume_cost resume_noise resume_window rss latency link"}
+CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu ssh_z ssh_plain ssh_tunnel resume_cuts resume_cost resume_cost_pipe resume_noise resume_window rss latency link"}
 bash scripts/deps.sh || exit 1
 if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
@@ -247,6 +247,14 @@ for c in $CASES; do
         prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
         prep_b() { start_weir_listener --reconnect 0; B="$W -q --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
         RUNS=$((RUNS * 3)) run_case "loopback weir (may resume) vs \`--reconnect 0\` on both ends ($((RUNS * 3)) runs each)" \
+            "nothing measurable: 1.00 within the interval" ;;
+    resume_cost_pipe)
+        # the same from a pipe: a pipe cannot be read again, so the sender
+        # holds what the receiver has not confirmed (resume_cost reads a
+        # regular file again and holds nothing)
+        prep_a() { start_weir_listener; A="cat $MIX | $W -q -O 127.0.0.1:$LP"; }
+        prep_b() { start_weir_listener --reconnect 0; B="cat $MIX | $W -q --reconnect 0 -O 127.0.0.1:$LP"; }
+        RUNS=$((RUNS * 3)) run_case "from a pipe: may resume (holds) vs \`--reconnect 0\` on both ends ($((RUNS * 3)) runs each)" \
             "nothing measurable: 1.00 within the interval" ;;
     resume_window)
         # a short --readahead beside a connection that may resume: the

@@ -61,10 +61,6 @@ ssize_t io_read(int fd, void *buf, size_t n, int timeout_ms, atomic_bool *stop)
     }
 }
 
-
-
-
-
 ssize_t io_writev(int fd, const struct iovec *iov, int cnt, int timeout_ms, atomic_bool *stop)
 {
     for (;;) {

@@ -794,6 +794,7 @@ int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_e
     *out = (struct weir_engine *)p;
     p->cfg = c;
     p->log = log;
+    p->confirm_every = CODEC_CONFIRM_BYTES;
     p->main_thread = pthread_self();
     sync_mutex_init(&p->lock);
     sync_cond_init(&p->job_cv);

@@ -253,6 +253,8 @@ struct pipeline {
     unsigned char token[CODEC_TOKEN_SIZE];   /* the reader's */
     _Atomic uint64_t held;     /* bytes of the stream handed to the decoder (the reader's) */
     uint64_t confirmed;        /* lock: what the last confirmation said */
+    uint64_t confirm_every;    /* the reader's: CODEC_CONFIRM_BYTES, or _REREAD_BYTES for a
+                                  sender that reads its input again */
     struct stream_decoder *decoder;   /* the reader's: whether the stream has ended */
     /* reconnections, lock: this end's (an input's, or its outputs' summed in
      * snapshots) */

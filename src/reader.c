@@ -270,10 +270,10 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
             bool resumable = p->resumable;
             uint64_t unconfirmed = held - p->confirmed;
             sync_unlock(&p->lock);
-            /* every CODEC_CONFIRM_BYTES, and once the connection stays idle
+            /* every confirm_every bytes, and once the connection stays idle
              * (above): each confirmation wakes the sender's back channel
              * and its reader, so a busy connection gets few */
-            if (resumable && unconfirmed >= CODEC_CONFIRM_BYTES)
+            if (resumable && unconfirmed >= p->confirm_every)
                 confirm(p, held);
             else
                 r->owe_confirm = resumable && unconfirmed > 0 && (size_t)got < n;
@@ -960,6 +960,8 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
                          p->in.name), STEP_FAIL;
     if (session_name(&p->back, p->token) != 0)
         return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", p->in.name), STEP_FAIL;
+    p->confirm_every = (peer.features & CODEC_FEATURE_REREAD) ? CODEC_CONFIRM_REREAD_BYTES
+                                                               : CODEC_CONFIRM_BYTES;
     sync_lock(&p->lock);
     p->resumable = true;
     sync_unlock(&p->lock);

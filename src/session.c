@@ -149,7 +149,8 @@ int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
     size_t n = 0, greeting = 0;
     if (s->greet && !s->greeted)
         n = greeting = codec_greeting(hello, CODEC_ROLE_SENDER,
-                                      CODEC_FEATURES | (s->resume ? CODEC_FEATURE_RESUME : 0));
+                                      CODEC_FEATURES | (s->resume ? CODEC_FEATURE_RESUME : 0) |
+                                          (s->resume && s->reread ? CODEC_FEATURE_REREAD : 0));
     s->version = (s->peer_features & CODEC_FEATURE_HOLES) ? CODEC_VERSION : 1;
     if (s->frame) {
         /* the AEAD tags of sealed records authenticate every stored block,

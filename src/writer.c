@@ -1146,6 +1146,11 @@ static int keep_for_resuming(struct output *o, struct weir_error *e)
      * sealed one keeps the hold: its records carry no sums to check the
      * file against, see reread_record) */
     o->reread = p->reread_fd >= 0 && o->session.frame && !o->t.sealed;
+    /* and its receiver may then confirm rarely, if the notes can hold
+     * twice what travels between two confirmations (-s under 1 KiB keeps
+     * the usual confirmations) */
+    o->session.reread = o->reread && p->cfg->block > 0 &&
+                        p->cfg->block >= 2ull * CODEC_CONFIRM_REREAD_BYTES / RESUME_MARKS;
     if (o->reread && !o->recipe) {
         o->recipe = calloc(RESUME_MARKS, sizeof *o->recipe);
         o->replay_buf = malloc(o->session.block_max);

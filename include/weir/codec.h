@@ -111,10 +111,17 @@
 /* a receiver of a resumable session confirms at least every this many
  * stream bytes (and sooner when the connection goes idle) */
 #define CODEC_CONFIRM_BYTES (4u << 20)
+/* a sender that may resume and reads what it sends again from its input
+ * (a regular file) rather than holding it: a confirmation frees none of its
+ * buffer, only its notes of where records began, so its receiver confirms
+ * every CODEC_CONFIRM_REREAD_BYTES instead (each one costs both ends a
+ * wakeup; the resume point is the receiver's count either way) */
+#define CODEC_FEATURE_REREAD 0x20u
+#define CODEC_CONFIRM_REREAD_BYTES (32u << 20)
 #define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES)   /* every end's */
 #define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | \
                               CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST | \
-                              CODEC_FEATURE_RESUME)
+                              CODEC_FEATURE_RESUME | CODEC_FEATURE_REREAD)
 #define CODEC_KEEPALIVE_SECS 0.5      /* how often a receiver sends 'K' */
 #define CODEC_SILENCE_MIN 2.0         /* a sender's --timeout for the answer, at least */
 

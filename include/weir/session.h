@@ -42,6 +42,7 @@ struct session_out {
     bool tester;             /* a link tester's: no hint at --raw when it is not weir */
     bool rejoining;          /* a resuming sender's: the peer was a weir, no hint either */
     bool resume;             /* it offers resuming (--reconnect) in its greeting */
+    bool reread;             /* and says it reads again what it resends (CODEC_FEATURE_REREAD) */
     /* the stream's bytes (from its header on, before any encryption) that
      * were written: a resumed connection starts from where the receiver
      * stopped; skip: bytes of the next writes the receiver holds already
