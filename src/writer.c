@@ -1149,7 +1149,7 @@ static int keep_for_resuming(struct output *o, struct weir_error *e)
     /* and its receiver may then confirm rarely, if the notes can hold
      * twice what travels between two confirmations (-s under 1 KiB keeps
      * the usual confirmations) */
-    o->session.reread = o->reread && p->cfg->block > 0 &&
+    o->session.reread = o->reread &&
                         p->cfg->block >= 2ull * CODEC_CONFIRM_REREAD_BYTES / RESUME_MARKS;
     if (o->reread && !o->recipe) {
         o->recipe = calloc(RESUME_MARKS, sizeof *o->recipe);
