@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-2G}
 RUNS=${RUNS:-5}
-CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu ssh_z ssh_plain ssh_tunnel resume_cuts resume_cost resume_cost_pipe resume_noise resume_window rss latency link"}
+CASES=${CASES:-"pipe pipe_mbuffer file sync tcp_nc tcp_mbuffer tcp_iperf lz4 lz4d lz4_tcp enc_ssh enc_plain enc_z enc_cpu ssh_z ssh_plain ssh_tunnel resume_cuts resume_cost resume_cost_pipe resume_cost_z resume_cost_key resume_noise resume_window rss latency link"}
 bash scripts/deps.sh || exit 1
 if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
@@ -27,16 +27,19 @@ D=$PWD/bench/data
 mkdir -p "$D"
 T=$(mktemp -d)
 trap 'pkill -P $$ 2>/dev/null; bash tests/tools/sshd.sh stop "$T/sshd" 2>/dev/null; rm -rf "$T"' EXIT
-# a throwaway sshd on loopback for the ssh references, and a key for weir
+# a throwaway sshd on loopback for the ssh references
 case " $CASES " in
 *" enc_"* | *" ssh_"*)
     SSHPORT=$(bash tests/tools/sshd.sh start "$T/sshd") || exit 1
     SSH="$T/sshd/ssh -c aes128-gcm@openssh.com $(id -un)@127.0.0.1"
-    "$W" -q --genkey "$T/bench.key" --key-id bench || exit 1
-    KEY="--key-file $T/bench.key"
     # weir's --ssh cases, through the same sshd and cipher
     WSSH="--ssh $(id -un)@127.0.0.1 --rsh '$T/sshd/ssh -c aes128-gcm@openssh.com' --remote-weir $W"
     echo "# sshd on 127.0.0.1:$SSHPORT for the ssh references" >&2 ;;
+esac
+case " $CASES " in
+*" enc_"* | *" ssh_"* | *" resume_cost_key "*)
+    "$W" -q --genkey "$T/bench.key" --key-id bench || exit 1
+    KEY="--key-file $T/bench.key" ;;
 esac
 
 MIX=$D/mixed-$SIZE.bin
@@ -255,6 +258,21 @@ for c in $CASES; do
         prep_a() { start_weir_listener; A="cat $MIX | $W -q -O 127.0.0.1:$LP"; }
         prep_b() { start_weir_listener --reconnect 0; B="cat $MIX | $W -q --reconnect 0 -O 127.0.0.1:$LP"; }
         RUNS=$((RUNS * 3)) run_case "from a pipe: may resume (holds) vs \`--reconnect 0\` on both ends ($((RUNS * 3)) runs each)" \
+            "nothing measurable: 1.00 within the interval" ;;
+    resume_cost_z)
+        # -z: the buffer holds the compressed stream, which cannot be made
+        # again without compressing again, so the sender holds what is
+        # unconfirmed even when it reads a regular file
+        prep_a() { start_weir_listener; A="$W -q -z -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() { start_weir_listener --reconnect 0; B="$W -q -z --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
+        RUNS=$((RUNS * 3)) run_case "\`-z\`: may resume (holds) vs \`--reconnect 0\` on both ends ($((RUNS * 3)) runs each)" \
+            "nothing measurable: 1.00 within the interval" ;;
+    resume_cost_key)
+        # a key: sealed records carry no sums of their own, so the sender
+        # holds them until they are confirmed
+        prep_a() { start_weir_listener $KEY; A="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() { start_weir_listener $KEY --reconnect 0; B="$W -q $KEY --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
+        RUNS=$((RUNS * 3)) run_case "\`--key-file\`: may resume (holds) vs \`--reconnect 0\` on both ends ($((RUNS * 3)) runs each)" \
             "nothing measurable: 1.00 within the interval" ;;
     resume_window)
         # a short --readahead beside a connection that may resume: the
