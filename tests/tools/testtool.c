@@ -21,8 +21,9 @@
  *         swap   K             send data blocks K and K+1 in swapped order
  *         zerostatus 0         (the other way) set the code of every 'S'
  *                              record the server sends to 0
- *         record 0 0 FILE      relay faithfully, and write the client's
- *                              bytes to FILE too (for replaying them)
+ *         record 0 0 FILE [BACK]  relay faithfully, and write the client's
+ *                              bytes to FILE too (for replaying them), and
+ *                              the server's to BACK if given
  *   testtool cutproxy TARGET_PORT CUTS EVERY MODE [GAP_SECS] [OPTIONS...]
  *       listen on 127.0.0.1:0, print "proxy listening on PORT", then accept
  *       connections until killed, all relayed at once to 127.0.0.1:TARGET_PORT;
@@ -64,6 +65,9 @@
  *   testtool hello N MICROSECONDS MAXSIZE SIZES   write a link test's HELLO
  *       record: N connections each way, the duration, the largest write size
  *       and the number of sizes
+ *   testtool records FILE             list the weir records of FILE (the
+ *       bytes one end sent, from `proxy ... record`), one a line: the type
+ *       letter, and for a 'C' record the count it confirms
  *   testtool slowread BYTES_PER_SEC   copy stdin to stdout slowly
  *   testtool nonblock CMD [ARGS...]   run CMD with O_NONBLOCK set on its stdin
  *       and stdout, so that it meets EAGAIN
@@ -195,6 +199,7 @@ struct fault {
     unsigned char *buf;
     size_t len, cap;
     FILE *record;              /* record: the client's bytes go here too */
+    FILE *back;                /* record: and the server's here, if given */
 };
 
 static void collect(struct fault *f, const unsigned char *data, size_t n)
@@ -380,6 +385,8 @@ static int relay(struct fault *f, int client, int server)
             } else if (f->mode == ZEROSTATUS) {
                 if (zero_status(f, client, data, (size_t)n))
                     down_open = 0;
+            } else if (f->back && fwrite(data, 1, (size_t)n, f->back) != (size_t)n) {
+                die("record: the server's bytes");
             } else if (write_all(client, data, (size_t)n)) {
                 down_open = 0;
             }
@@ -410,6 +417,9 @@ static int cmd_proxy(int argc, char **argv)
         f.record = argc > 6 ? fopen(argv[6], "w") : NULL;
         if (!f.record)
             die("record: the file to record into");
+        f.back = argc > 7 ? fopen(argv[7], "w") : NULL;
+        if (argc > 7 && !f.back)
+            die("record: the file to record the server's bytes into");
     }
     int port, lfd = listen_any(&port);
     printf("proxy listening on %d\n", port);
@@ -420,8 +430,10 @@ static int cmd_proxy(int argc, char **argv)
     close(lfd);
     int server = connect_to(target);
     relay(&f, client, server);
-    if (f.record)
-        fclose(f.record);
+    if (f.record && fclose(f.record) != 0)
+        die("record");
+    if (f.back && fclose(f.back) != 0)
+        die("record: the server's bytes");
     free(f.buf);
     return 0;
 }
@@ -1178,6 +1190,35 @@ static int cmd_lz4size(const char *path, unsigned long long size)
     return 0;
 }
 
+/* FILE: the weir records one end sent, one a line (doc/stream-format.md);
+ * anything that is not a whole record fails. */
+static int cmd_records(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die(path);
+    unsigned char rec[8 + 432];
+    for (;;) {
+        size_t n = fread(rec, 1, 8, f);
+        if (n == 0)
+            break;
+        uint32_t len = n == 8 ? get32(rec + 4) : 0;
+        if (n != 8 || get32(rec) != 0x184D2A57u || len < 1 || len > sizeof rec - 8 ||
+            fread(rec + 8, 1, len, f) != len) {
+            fprintf(stderr, "testtool: %s: not a whole weir record\n", path);
+            return 1;
+        }
+        if (rec[8] == 'C' && len >= 16)
+            printf("C %llu\n", (unsigned long long)get32(rec + 16) |
+                                   (unsigned long long)get32(rec + 20) << 32);
+        else
+            printf("%c\n", rec[8]);
+    }
+    if (ferror(f) || fclose(f) != 0)
+        die(path);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 4 && strcmp(argv[1], "lz4size") == 0)
@@ -1207,11 +1248,13 @@ int main(int argc, char **argv)
         return cmd_proxy(argc, argv);
     if (argc >= 6 && strcmp(argv[1], "cutproxy") == 0)
         return cmd_cutproxy(argc, argv);
+    if (argc >= 3 && strcmp(argv[1], "records") == 0)
+        return cmd_records(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "slowread") == 0)
         return cmd_slowread(atof(argv[2]));
     fprintf(stderr, "usage: testtool freeport | waitlisten PORT SECS | "
                     "proxy TARGET MODE AT [SECS] | "
                     "cutproxy TARGET CUTS EVERY reset|cut|silent [GAP] [--mute-back BYTES] "
-                    "[--refuse-after N] [--hold SECS] | slowread RATE\n");
+                    "[--refuse-after N] [--hold SECS] | records FILE | slowread RATE\n");
     return 2;
 }
