@@ -69,10 +69,16 @@ timed() {
         'BEGIN { printf "%.6f %d %.2f\n", us / 1e6, rss, u + sy }' </dev/null
 }
 
-# listener_weir -> sets LP (port); the listener runs in the background
+# listener_weir -> sets LP (port); the listener runs in the background.
+# With RCPU set it runs under GNU time, its CPU seconds going to $T/lcpu
+# (run_case then compares the receivers' CPU too)
 start_weir_listener() {
-    rm -f "$T/l.err"
-    "$W" -q -I 0 -o /dev/null "$@" 2>"$T/l.err" &
+    rm -f "$T/l.err" "$T/lcpu"
+    if [ -n "${RCPU:-}" ]; then
+        /usr/bin/time -o "$T/lcpu" -f "%U %S" "$W" -q -I 0 -o /dev/null "$@" 2>"$T/l.err" &
+    else
+        "$W" -q -I 0 -o /dev/null "$@" 2>"$T/l.err" &
+    fi
     for _ in $(seq 200); do grep -q "listening on" "$T/l.err" 2>/dev/null && break; sleep 0.01; done
     LP=$(grep -o 'listening on .*' "$T/l.err" | grep -o '[0-9]*$')
 }
@@ -80,20 +86,66 @@ start_weir_listener() {
 # Each case defines A (weir) and B (reference) as setup+command pairs.
 run_case() {   # run_case NAME TARGET_TEXT
     local name=$1 target=$2 i
-    : >"$T/a"; : >"$T/b"
+    : >"$T/a"; : >"$T/b"; : >"$T/ra"; : >"$T/rb"
     for i in $(seq "$RUNS"); do
-        prep_a; timed "$A" >>"$T/a"; wait
-        prep_b; timed "$B" >>"$T/b"; wait
+        prep_a; timed "$A" >>"$T/a"; wait; receiver_cpu >>"$T/ra"
+        prep_b; timed "$B" >>"$T/b"; wait; receiver_cpu >>"$T/rb"
     done
-    local ta tb ra ca ci
+    local ta tb ra ca ci rc=""
     ta=$(cut -d' ' -f1 "$T/a" | median)
     tb=$(cut -d' ' -f1 "$T/b" | median)
     ra=$(cut -d' ' -f2 "$T/a" | median)
     ca=$(cut -d' ' -f3 "$T/a" | median)
     ci=$(interval "$T/a" "$T/b")
-    NAME=$name TARGET=$target CI=$ci awk -v ta="$ta" -v tb="$tb" -v ra="$ra" -v ca="$ca" \
-        'BEGIN { printf "| %s | %.2f s | %.2f s | **%.2f** (%s) | %s | %.0f MiB, %.1f s |\n",
-                 ENVIRON["NAME"], ta, tb, ta / tb, ENVIRON["CI"], ENVIRON["TARGET"], ra / 1024, ca }' </dev/null
+    if [ -s "$T/ra" ] && [ -s "$T/rb" ]; then
+        # each end's CPU: the senders' (GNU time over the command) and the
+        # receivers', as ratios with their intervals
+        cut -d' ' -f3 "$T/a" >"$T/sa"; cut -d' ' -f3 "$T/b" >"$T/sb"
+        rc="; CPU, sender $(ratio "$T/sa" "$T/sb") ($(interval "$T/sa" "$T/sb")),"
+        rc="$rc receiver $(ratio "$T/ra" "$T/rb") ($(interval "$T/ra" "$T/rb"))"
+    fi
+    NAME=$name TARGET=$target CI=$ci RC=$rc awk -v ta="$ta" -v tb="$tb" -v ra="$ra" -v ca="$ca" \
+        'BEGIN { printf "| %s | %.2f s | %.2f s | **%.2f** (%s) | %s | %.0f MiB, %.1f s%s |\n",
+                 ENVIRON["NAME"], ta, tb, ta / tb, ENVIRON["CI"], ENVIRON["TARGET"], ra / 1024, ca,
+                 ENVIRON["RC"] }' </dev/null
+}
+
+# receiver_cpu: the CPU seconds of the last listener started under RCPU
+receiver_cpu() {
+    [ -s "$T/lcpu" ] && awk '{ printf "%.2f\n", $1 + $2 }' "$T/lcpu"
+    rm -f "$T/lcpu"
+}
+
+# ratio A B: the ratio of the medians of the first columns of files A and B
+ratio() {
+    awk -v a="$(cut -d' ' -f1 "$1" | median)" -v b="$(cut -d' ' -f1 "$2" | median)" \
+        'BEGIN { printf "%.2f", a / b }' </dev/null
+}
+
+# resume_ab LABEL FROM "LISTENER-OPTIONS" "SENDER-OPTIONS" [A-OPTIONS]: what
+# being able to resume costs when nothing breaks.  A sender reading FROM
+# (file: -i F; pipe: cat F |) to a listener, both allowed to resume (or
+# both with A-OPTIONS), against the same with --reconnect 0 on both ends;
+# "nothing measurable" is the target, so three times RUNS runs a side, and
+# each end's CPU beside the wall time
+resume_ab() {
+    RA_FROM=$2 RA_L=$3 RA_S=$4 RA_A=${5:-}
+    prep_a() { start_weir_listener $RA_L $RA_A; A=$(weir_send "$RA_FROM" $RA_S $RA_A); }
+    prep_b() { start_weir_listener $RA_L --reconnect 0; B=$(weir_send "$RA_FROM" $RA_S --reconnect 0); }
+    RUNS=$((RUNS * 3)) RCPU=1 run_case "$1 ($((RUNS * 3)) runs each)" \
+        "${RA_TARGET:-nothing measurable: 1.00 within the interval}"
+}
+
+# weir_send FROM OPTIONS...: the command of a weir sender of $MIX to the
+# listener at LP, reading a regular file (FROM file) or a pipe (pipe)
+weir_send() {
+    local from=$1
+    shift
+    if [ "$from" = pipe ]; then
+        echo "cat $MIX | $W -q $* -O 127.0.0.1:$LP"
+    else
+        echo "$W -q $* -O 127.0.0.1:$LP -i $MIX"
+    fi
 }
 
 # interval A B: the 95% interval of the ratio of the medians of the wall
@@ -243,37 +295,22 @@ for c in $CASES; do
         prep_b() { start_cut_proxy 0; B="$W -q -O 127.0.0.1:$PP -i $MIX; kill $PX"; }
         run_case "weir through the cut proxy, 5 resets vs none" "≤ 1.30" ;;
     resume_cost)
-        # what being able to resume costs when nothing breaks: the held
-        # buffer, the confirmations, the first round trip.  "Nothing
-        # measurable" is the target: three times the runs, and the ratio's
-        # interval beside the one of resume_noise
-        prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { start_weir_listener --reconnect 0; B="$W -q --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
-        RUNS=$((RUNS * 3)) run_case "loopback weir (may resume) vs \`--reconnect 0\` on both ends ($((RUNS * 3)) runs each)" \
-            "nothing measurable: 1.00 within the interval" ;;
+        # the held buffer, the confirmations, the first round trip: a
+        # regular file is read again for what the receiver lacks, so its
+        # sender holds nothing
+        resume_ab "loopback weir (may resume) vs \`--reconnect 0\` on both ends" file "" "" ;;
     resume_cost_pipe)
-        # the same from a pipe: a pipe cannot be read again, so the sender
-        # holds what the receiver has not confirmed (resume_cost reads a
-        # regular file again and holds nothing)
-        prep_a() { start_weir_listener; A="cat $MIX | $W -q -O 127.0.0.1:$LP"; }
-        prep_b() { start_weir_listener --reconnect 0; B="cat $MIX | $W -q --reconnect 0 -O 127.0.0.1:$LP"; }
-        RUNS=$((RUNS * 3)) run_case "from a pipe: may resume (holds) vs \`--reconnect 0\` on both ends ($((RUNS * 3)) runs each)" \
-            "nothing measurable: 1.00 within the interval" ;;
+        # a pipe cannot be read again: the sender holds what is unconfirmed
+        resume_ab "from a pipe: may resume (holds) vs \`--reconnect 0\` on both ends" pipe "" "" ;;
     resume_cost_z)
-        # -z: the buffer holds the compressed stream, which cannot be made
-        # again without compressing again, so the sender holds what is
-        # unconfirmed even when it reads a regular file
-        prep_a() { start_weir_listener; A="$W -q -z -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { start_weir_listener --reconnect 0; B="$W -q -z --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
-        RUNS=$((RUNS * 3)) run_case "\`-z\`: may resume (holds) vs \`--reconnect 0\` on both ends ($((RUNS * 3)) runs each)" \
-            "nothing measurable: 1.00 within the interval" ;;
+        # -z: the compressed stream cannot be made again without compressing
+        # again, so the sender holds it even from a regular file
+        resume_ab "\`-z\`: may resume (holds) vs \`--reconnect 0\` on both ends" file "" "-z" ;;
     resume_cost_key)
-        # a key: sealed records carry no sums of their own, so the sender
-        # holds them until they are confirmed
-        prep_a() { start_weir_listener $KEY; A="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { start_weir_listener $KEY --reconnect 0; B="$W -q $KEY --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
-        RUNS=$((RUNS * 3)) run_case "\`--key-file\`: may resume (holds) vs \`--reconnect 0\` on both ends ($((RUNS * 3)) runs each)" \
-            "nothing measurable: 1.00 within the interval" ;;
+        # a key: sealed records carry no sums of their own to check a file
+        # read again against, so the sender holds them
+        resume_ab "\`--key-file\`: may resume (holds) vs \`--reconnect 0\` on both ends" file \
+            "$KEY" "$KEY" ;;
     resume_window)
         # a short --readahead beside a connection that may resume: the
         # reader must stay ahead of the hold, not level with it (it waited
@@ -284,10 +321,7 @@ for c in $CASES; do
     resume_noise)
         # the same command on both sides: the interval this machine's noise
         # alone gives a ratio, for resume_cost's
-        prep_a() { start_weir_listener --reconnect 0; A="$W -q --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { start_weir_listener --reconnect 0; B="$W -q --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
-        RUNS=$((RUNS * 3)) run_case "noise: \`--reconnect 0\` vs itself, as resume_cost ($((RUNS * 3)) runs each)" \
-            "1.00 within the interval" ;;
+        resume_ab "noise: \`--reconnect 0\` vs itself, as resume_cost" file "" "" "--reconnect 0" ;;
     enc_cpu)
         # the sending side alone: its CPU seconds per GiB with one and two workers
         for t in 1 2; do
