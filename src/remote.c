@@ -56,6 +56,11 @@ struct remote {
     pthread_mutex_t lock;
     char last_line[256];             /* lock: the last line ssh's standard error carried */
     char ssh_line[256];              /* lock: the last of them that was ssh's own */
+    char held[256];                  /* lock: ssh's latest line before the remote weir
+                                        answered, not yet shown: a failure's message
+                                        may carry it instead (held_show, held_drop) */
+    bool holding;                    /* lock: held is there */
+    bool said_why;                   /* the start's failure gave ssh's status and words */
     bool ready;                      /* lock: the remote weir answered */
     char addr[80], port[16];         /* where the remote weir listens ("listen") */
     char remote_version[32];
@@ -250,9 +255,33 @@ static int put_all(int fd, const char *p, size_t n)
 
 /* ---- the local end: ssh ---------------------------------------------------- */
 
+/* Show the line held back, if any (it was not the last before a failure). */
+static void held_show(struct remote *r)
+{
+    char line[sizeof r->held];
+    sync_lock(&r->lock);
+    bool show = r->holding;
+    r->holding = false;
+    snprintf(line, sizeof line, "%s", r->held);
+    sync_unlock(&r->lock);
+    if (show)
+        log_msg(r->log, LOG_ERROR, "ssh %s: %s", r->o->ssh_host, line);
+}
+
+/* The line held back is the failure's message: it is not shown twice. */
+static void held_drop(struct remote *r)
+{
+    sync_lock(&r->lock);
+    r->holding = false;
+    sync_unlock(&r->lock);
+}
+
 /* Pass ssh's standard error on, line by line: the remote weir's own lines
  * (and, once it answered, its command's) as "remote: ...", ssh's as
- * "ssh HOST: ...".  The last line is kept for a failure's message. */
+ * "ssh HOST: ...".  The last line is kept for a failure's message.  Before
+ * the remote weir answered, each line of ssh's is shown only once the next
+ * comes: the last one before ssh gives up ("Could not resolve hostname")
+ * is the message of the failure, not a line of its own beside it. */
 static void pass_line(struct remote *r, const char *line)
 {
     bool weirs = strncmp(line, "weir: ", 6) == 0;
@@ -263,12 +292,24 @@ static void pass_line(struct remote *r, const char *line)
     bool own = false;
     for (size_t i = 0; i < sizeof ssh_own / sizeof *ssh_own; i++)
         own = own || strncmp(line, ssh_own[i], strlen(ssh_own[i])) == 0;
+    char before[sizeof r->held];
     sync_lock(&r->lock);
     snprintf(r->last_line, sizeof r->last_line, "%s", line);
     bool remote = weirs || (r->ready && !own), ssh = !remote && line[0];
     if (ssh)
         snprintf(r->ssh_line, sizeof r->ssh_line, "%s", line);
+    bool shown = r->holding && (remote || ssh), hold = ssh && !r->ready;
+    snprintf(before, sizeof before, "%s", r->held);
+    r->holding = r->holding && !shown;
+    if (hold) {
+        snprintf(r->held, sizeof r->held, "%s", line);
+        r->holding = true;
+    }
     sync_unlock(&r->lock);
+    if (shown)
+        log_msg(r->log, LOG_ERROR, "ssh %s: %s", r->o->ssh_host, before);
+    if (hold)
+        return;
     if (remote)
         log_msg(r->log, LOG_ERROR, "remote: %s", weirs ? line + 6 : line);
     else if (ssh)
@@ -434,11 +475,15 @@ static void kept_line(struct remote *r, const char *line, char *dst, size_t cap)
 static int no_answer(struct remote *r, int why, struct weir_error *err)
 {
     const char *host = r->o->ssh_host;
-    if (why == ETIMEDOUT)
+    if (why == ETIMEDOUT) {
+        held_show(r);
         return error_set(err, WEIR_EXIT_NETWORK, "ssh %s: no answer from the remote weir "
                          "within %g s", host, REMOTE_START_SECS);
-    if (!ssh_reap(r, 5.0))
+    }
+    if (!ssh_reap(r, 5.0)) {
+        held_show(r);
         return error_sys(err, WEIR_EXIT_NETWORK, why, "ssh %s: the remote weir's channel", host);
+    }
     /* the last line is only complete once the stderr thread read it all */
     if (r->err_started) {
         pthread_join(r->err_thread, NULL);
@@ -448,22 +493,31 @@ static int no_answer(struct remote *r, int why, struct weir_error *err)
     kept_line(r, r->last_line, last, sizeof last);
     int ws = r->ssh_status;
     const char *rw = r->o->remote_weir ? r->o->remote_weir : "weir";
-    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 255)
+    r->said_why = true;   /* verdict need not say again how ssh ended */
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 255) {
+        held_drop(r);
         return error_set(err, WEIR_EXIT_NETWORK, "ssh %s: %s", host,
                          last[0] ? last : "ssh failed (status 255)");
-    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127)
+    }
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127) {
+        held_show(r);
         return error_set(err, WEIR_EXIT_NETWORK, "remote: %s: command not found on %s "
                          "(install weir there, or name it with --remote-weir)", rw, host);
+    }
     if (WIFEXITED(ws) && strstr(last, "--ssh-server")) {
+        held_show(r);
         r->too_old = true;   /* its usage error is not the user's */
         return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s is too old for --ssh "
                          "(it does not know --ssh-server); this is weir %s", host,
                          WEIR_VERSION);
     }
-    if (WIFEXITED(ws))
+    if (WIFEXITED(ws)) {
+        held_drop(r);
         return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s exited with status %d "
                          "before it started%s%s", host, WEXITSTATUS(ws), last[0] ? ": " : "",
                          last);
+    }
+    held_show(r);
     return error_set(err, WEIR_EXIT_NETWORK, "ssh %s: killed by signal %d", host,
                      WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
 }
@@ -691,6 +745,7 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
         snprintf(r->rejoin_addr, sizeof r->rejoin_addr, "%s", addr);
         snprintf(r->rejoin_port, sizeof r->rejoin_port, "%d", cport);
     }
+    held_show(r);   /* whatever ssh said before, a warning say */
     sync_lock(&r->lock);
     r->ready = true;
     sync_unlock(&r->lock);
@@ -1544,7 +1599,8 @@ static int verdict(struct remote *r, int status)
                 r->o->pull ? "the stream's verified end" : "the remote end's answer");
         return 0;
     }
-    if (status != 0 && !r->ssh_stopped && !(WIFEXITED(ws) && WEXITSTATUS(ws) != 255))
+    if (status != 0 && !r->ssh_stopped && !r->said_why &&
+        !(WIFEXITED(ws) && WEXITSTATUS(ws) != 255))
         /* ssh itself ended badly: likely why the transfer failed */
         log_msg(r->log, LOG_ERROR, "ssh %s: the ssh connection ended (%s %d)%s%s", host,
                 WIFSIGNALED(ws) ? "killed by signal" : "status",
@@ -1574,6 +1630,7 @@ static int verdict(struct remote *r, int status)
 int remote_finish(struct remote *r, int status)
 {
     unwatch(r);
+    held_show(r);
     if (r->server) {
         /* what the remote command started may outlive it (a shell does not
          * pass SIGTERM on), and would hold the ssh session open: after a

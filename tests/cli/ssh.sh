@@ -145,6 +145,17 @@ chmod 755 "$TMP/badssh"
 expect 5 "a wrong user key" "$WEIR" -q --ssh "$HOST" --rsh "$TMP/badssh" --remote-weir "$WEIR" \
     --remote "cat" -i "$TMP/in"
 has_msg "$TMP/err" "ssh $HOST: $HOST: Permission denied (publickey)" "wrong key: ssh's words"
+# ssh's last words before it gave up are the failure's message: once, last
+[ "$(grep -c "Permission denied" "$TMP/err")" -eq 1 ] &&
+    tail -n 1 "$TMP/err" | grep -q "Permission denied (publickey)" ||
+    { cat "$TMP/err" >&2; fail "wrong key: ssh's words not said once, last"; }
+ok "wrong key: ssh's words said once, as the last line"
+expect 5 "a host that does not resolve" "$WEIR" -q --ssh nosuchhost.invalid \
+    --rsh "$TMP/sshd/ssh" --remote "cat" -i "$TMP/in"
+[ "$(grep -c "nosuchhost.invalid" "$TMP/err")" -eq 1 ] &&
+    tail -n 1 "$TMP/err" | grep -q "^weir: ssh nosuchhost.invalid: ssh: Could not resolve hostname" ||
+    { cat "$TMP/err" >&2; fail "a host that does not resolve: not said once, last"; }
+ok "a host that does not resolve: ssh's words said once, as the last line"
 expect 2 "a bad option for the remote weir" "$WEIR" -q "${SSH[@]}" --remote-opts "--bogus" \
     --remote "cat >/dev/null" -i "$TMP/in"
 has_msg "$TMP/err" "remote: unknown option '--bogus'" "a bad remote option: the remote weir's words"
