@@ -401,7 +401,12 @@ static int resume_at(struct output *o, uint64_t at, struct weir_error *e)
             found = i;
             break;
         }
-    if (at < o->confirmed || at > sent || found == o->marks_count) {
+    if (found == o->marks_count) {
+        sync_unlock(&p->lock);
+        return error_set(e, WEIR_EXIT_INTERNAL, "%s: no note of the record that byte %llu of "
+                         "the stream is in", o->t.name, (unsigned long long)at), STEP_FAIL;
+    }
+    if (at < o->confirmed || at > sent) {
         uint64_t confirmed = o->confirmed;
         sync_unlock(&p->lock);
         return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver asked to resume at byte %llu "
@@ -456,7 +461,10 @@ static int resume_at(struct output *o, uint64_t at, struct weir_error *e)
             o->rp_holes = o->recipe[o->recipe_at].holes;
         }
     }
-    o->marks_count = found;   /* what is sent again is noted again */
+    /* what is sent again is noted again; the note of the record resumed at
+     * stays (sending it updates it in place), so that a break before it
+     * goes out again still finds where to resume */
+    o->marks_count = found + 1;
     if (o->cur.bytes > o->bytes_peak)
         o->bytes_peak = o->cur.bytes;
     if (!o->reread)

@@ -87,6 +87,38 @@ resume "cut inside the first record" 1 100 reset -- -o "$TMP/out"
 resume "cut right after the first byte of data" 1 57 cut -s 4k -- -o "$TMP/out"
 # small blocks, a small buffer: thousands of records between confirmations
 resume "-s 4k -m 8M, reset 5 times" 5 $((SIZE / 37)) reset -s 4k -m 8M -- -o "$TMP/out"
+
+# idle_breaks LABEL EVERY SENDER-OPTIONS... -- RECEIVER-OPTIONS...: a
+# producer that pauses with every byte so far confirmed; the connection
+# breaks in the pause once EVERY bytes of the receiver's reached the
+# sender, and so does the connection that resumed it, before anything more
+# was sent.  The note of where to resume must outlive the first resume (it
+# was dropped until sent again: exit 5, "not between the N it confirmed and
+# the N sent")
+idle_breaks() {
+    local label=$1 every=$2 sopts=() ropts=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do sopts+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    ropts=("$@")
+    head -c 2000017 "$TMP/in" >"$TMP/in2"
+    listen "$TMP/out" "$TMP/lerr" --reconnect 60 "${ropts[@]}"
+    cut_proxy "$LPORT" 2 "$every" reset 0 --down
+    (head -c 1000000 "$TMP/in2"; wait_for "$TMP/proxy" "cut 2 at" 30
+     tail -c +1000001 "$TMP/in2") |
+        "$WEIR" --reconnect 60 "${sopts[@]}" -O "127.0.0.1:$PPORT" 2>"$TMP/serr"
+    local sst=$?
+    wait_bounded "$LPID" 60
+    [ "$sst" -eq 0 ] && [ "$STATUS" -eq 0 ] ||
+        { cat "$TMP/proxy" "$TMP/serr" "$TMP/lerr"; fail "$label: sender exit $sst, receiver exit $STATUS"; }
+    same "$TMP/in2" "$TMP/out" "$label: both exit 0, whole"
+    has_msg "$TMP/serr" "2 reconnections" "$label: the sender counts both breaks"
+    kill "$PPID_" 2>/dev/null
+}
+idle_breaks "two breaks in a pause of the producer" 150
+idle_breaks "-z, two breaks in a pause of the producer" 150 -z
+idle_breaks "a key, two breaks in a pause of the producer" 1500 --key-file "$KEY" -- \
+    --key-file "$KEY"
 # a buffer under 8 MiB (twice the receiver's confirmation interval) or 4
 # blocks would wait on every confirmation: such a sender does not offer
 # resuming, and a break fails as before
