@@ -249,8 +249,12 @@ static int write_hole(struct output *o, size_t n, int tmo, size_t *done, struct 
         if (chunk > o->session.block_max)
             chunk = o->session.block_max;
         if (o->exact > 0) {
-            if (chunk > o->exact)
-                chunk = (size_t)o->exact;
+            /* cut as the first time (see writer_loop) */
+            if (n < o->exact || o->exact > SPARSE_ZEROS_SIZE)
+                return error_set(e, WEIR_EXIT_INTERNAL, "%s: the zeros to send again are "
+                                 "not the %llu bytes first sent", o->t.name,
+                                 (unsigned long long)o->exact), STEP_FAIL;
+            chunk = (size_t)o->exact;
             o->exact = 0;
         }
         if (mark(o, MARK_RECORD, chunk))
@@ -640,14 +644,20 @@ static int writer_loop(struct output *o, struct weir_error *e)
             sync_unlock(&p->lock);
             continue;
         }
-        n = ratelimit_chunk(&o->rl, n);
-        if (o->session.frame && n > o->session.block_max)
-            n = o->session.block_max;
         if (o->exact > 0 && o->session.frame) {
-            /* a resent stored block is cut as it was the first time */
-            if (n > o->exact)
-                n = (size_t)o->exact;
+            /* a resent stored block is cut as it was the first time, by
+             * whichever rule cut it then (-R's bursts, or a sealed
+             * stream's whole blocks): the receiver holds its start */
+            if (n < o->exact)
+                return error_set(e, WEIR_EXIT_INTERNAL, "%s: the block to send again holds "
+                                 "%zu bytes of the %llu it was sent with", o->t.name, n,
+                                 (unsigned long long)o->exact), STEP_FAIL;
+            n = (size_t)o->exact;
             o->exact = 0;
+        } else {
+            n = ratelimit_chunk(&o->rl, n);
+            if (o->session.frame && n > o->session.block_max)
+                n = o->session.block_max;
         }
         if ((o->session.frame || (p->encode && o->piece_at == 0 && o->session.greet)) &&
             mark(o, MARK_RECORD, o->session.frame ? n : 0))
