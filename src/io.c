@@ -12,26 +12,36 @@
 int io_wait(int fd, short events, int timeout_ms, atomic_bool *stop)
 {
     double deadline = timeout_ms < 0 ? 0 : clock_now() + timeout_ms / 1000.0;
+    bool waited = false;
     for (;;) {
         if (stop && atomic_load(stop)) {
             errno = ECANCELED;
             return -1;
         }
         int wait_ms = -1;
+        bool last = false;
         if (timeout_ms >= 0) {
             double left = deadline - clock_now();
-            if (left <= 0) {
+            /* a timeout of 0 fails at once; a wait that overran its deadline
+             * (a signal, a stopped process) looks once more before it fails */
+            if (left <= 0 && !waited) {
                 errno = ETIMEDOUT;
                 return -1;
             }
-            wait_ms = (int)(left * 1000.0) + 1;
+            last = left <= 0;
+            wait_ms = last ? 0 : (int)(left * 1000.0) + 1;
         }
         struct pollfd pfd = {.fd = fd, .events = events};
         int r = poll(&pfd, 1, wait_ms);
+        waited = true;
         if (r > 0)
             return 0;   /* ready, or an error/hangup the next call will report */
         if (r < 0 && errno != EINTR)
             return -1;
+        if (r == 0 && last) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
     }
 }
 

@@ -35,12 +35,12 @@ static ssize_t read_by(struct transport *t, unsigned char *buf, size_t n, double
     while (got < n) {
         int ms = -1;
         if (deadline > 0) {
+            /* past the deadline, what has arrived is still read (a timeout
+             * of 0 reads without waiting): a process stopped for longer
+             * (SIGSTOP, a suspended machine) finds its peer's records
+             * waiting, not silence */
             double left = deadline - clock_now();
-            if (left <= 0) {
-                errno = ETIMEDOUT;
-                return got > 0 ? (ssize_t)got : -1;
-            }
-            ms = (int)(left * 1000) + 1;
+            ms = left <= 0 ? 0 : (int)(left * 1000) + 1;
         }
         ssize_t r = t->ops->read(t, buf + got, n - got, ms, stop);
         if (r < 0)
@@ -236,8 +236,12 @@ int session_rejoin(struct session_out *s, const unsigned char token[CODEC_TOKEN_
     struct codec_record r;
     size_t got;
     bool eof;
-    if (session_read_record(s->t, (int)(limit * 1000) + 1, stop, &r, raw, &got, &eof, err))
-        return -1;
+    /* a keepalive before C: a receiver that let its main thread's go first */
+    do {
+        if (session_read_record(s->t, (int)(limit * 1000) + 1, stop, &r, raw, &got, &eof,
+                                err))
+            return -1;
+    } while (r.type == 'K');
     if (r.type == 'S') {
         *refused = true;
         return error_set(err, WEIR_EXIT_NETWORK, "receiver: %s", r.msg);
@@ -412,7 +416,7 @@ void session_keepalive(struct session_in *s, uint64_t written, enum session_phas
     unsigned char k[CODEC_KEEPALIVE_SIZE];
     size_t n = codec_keepalive(k, written, phase);
     s->len = s->t->sealed ? transport_seal(s->t, k, n, s->out) : (memcpy(s->out, k, n), n);
-    flush_pending(s);
+    flush_pending(s);   /* a record that could not be sealed (len 0) is simply not sent */
 }
 
 int session_name(struct session_in *s, const unsigned char token[CODEC_TOKEN_SIZE])
@@ -430,6 +434,8 @@ bool session_confirm(struct session_in *s, uint64_t held)
     unsigned char c[CODEC_SESSION_SIZE];
     size_t n = codec_confirm(c, held);
     s->len = s->t->sealed ? transport_seal(s->t, c, n, s->out) : (memcpy(s->out, c, n), n);
+    if (s->len == 0)
+        return false;   /* not sealed: not sent, so not confirmed (the next try sends it) */
     flush_pending(s);
     return true;   /* on its way (the rest of it goes with the next record) */
 }
