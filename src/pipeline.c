@@ -1218,6 +1218,55 @@ static void main_loop(struct pipeline *p, const struct weir_observer *obs)
     }
 }
 
+/* The wait for a sender to come back for its answer runs on the main
+ * thread once its loop is over: a thread watches for the signals the loop
+ * would have taken, so that one ends the wait at once (it was up to 35 s). */
+struct answer_watch {
+    atomic_bool halt, done;
+    atomic_int sig;
+};
+
+static void *answer_watch_main(void *arg)
+{
+    struct answer_watch *w = arg;
+    while (!atomic_load(&w->done)) {
+        int sig = sync_pending_stop();
+        if (sig) {
+            atomic_store(&w->sig, sig);
+            atomic_store(&w->halt, true);
+            return NULL;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void answer_home(struct pipeline *p, bool sent, int code, const char *msg)
+{
+    if (!p->answer_home)
+        return;
+    struct answer_watch w = {.halt = false, .done = false, .sig = 0};
+    pthread_t th;
+    struct weir_error err;
+    bool watching = sync_create(&th, answer_watch_main, &w, &err) == 0;
+    reader_answer_home(p, sent, code, msg, &w.halt);
+    atomic_store(&w.done, true);
+    if (watching)
+        sync_join(th);
+    int sig = atomic_load(&w.sig);
+    if (sig) {
+        /* taken here, as the loop would have: the transfer was interrupted */
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        siginfo_t si;
+        struct timespec now = {0, 0};
+        if (sigtimedwait(&one, &si, &now) == sig)
+            interrupt(p, &si);
+    }
+}
+
 int weir_run(struct weir_engine *e, const struct weir_observer *obs)
 {
     struct pipeline *p = (struct pipeline *)e;
@@ -1240,7 +1289,7 @@ int weir_run(struct weir_engine *e, const struct weir_observer *obs)
         if (!sent && !p->failed && !p->answer_home)
             log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s", p->in.name,
                     strerror(errno));
-        reader_answer_home(p, sent, code, msg);
+        answer_home(p, sent, code, msg);
     }
     if (p->in.fd >= 0) {
         struct weir_error ignored;

@@ -303,7 +303,8 @@ void *reader_main(void *arg);
  * sender could read it is waited for again on the listening socket, and
  * the sender that comes back is told the whole stream is held and given
  * the answer again.  The main thread's, at the end of weir_run(). */
-void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg);
+void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg,
+                        atomic_bool *halt);
 void *writer_main(void *arg);
 void *backchannel_main(void *arg);
 void *worker_main(void *arg);

@@ -88,6 +88,14 @@ struct reader {
 
 static int resume_input(struct reader *r, const char *cause);
 
+/* A read's error that says the network broke the connection (a reset, a
+ * timeout, a route or a link gone), not that the stream is bad. */
+static bool network_break(int err)
+{
+    return err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
+           err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN || err == EHOSTDOWN;
+}
+
 /* A resumable session's connection that broke once the whole stream had
  * arrived (after the trailer; the sender's half-close lost in a reset):
  * the stream ends as with EOF, and the answer still finds its sender. */
@@ -98,8 +106,7 @@ static bool whole_then_broke(struct pipeline *p, int err)
     sync_unlock(&p->lock);
     const struct stream_decoder *d = p->decoder;
     return resumable && d && !d->in_stream && d->streams > 0 && !atomic_load(&p->stop) &&
-           (err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
-            err == EPIPE || err == EHOSTUNREACH || err == ENETUNREACH);
+           (network_break(err) || err == EPIPE);
 }
 
 /* A resumable session's connection that ended once the whole stream had
@@ -140,9 +147,7 @@ static bool broken_session(struct reader *r, ssize_t got, int err)
         return false;
     if (got == 0)
         return true;
-    return err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
-           err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN || err == EHOSTDOWN ||
-           (err == EPIPE && p->in.sealed);
+    return network_break(err) || (err == EPIPE && p->in.sealed);
 }
 
 /* While the session's connection brings data, anyone else who connects
@@ -927,14 +932,20 @@ static void listener_settings(struct pipeline *p, struct listener_config *cfg,
 }
 
 /* A new connection became the input (t): from its admission on, its
- * bytes count for snapshots, and the main thread's records go to it. */
-static void take_connection(struct pipeline *p, struct transport *t)
+ * bytes count for snapshots, and the main thread's records go to it.  A
+ * sender taken back (resumed) is told first, under the same lock, how much
+ * of the stream this end holds: it reads that before anything else, so no
+ * keepalive of the main thread's may go ahead of it. */
+static void take_connection(struct pipeline *p, struct transport *t, bool resumed)
 {
     atomic_store(&p->net_in, t->wire_before);
     t->wire_rx = &p->net_in;
     sync_lock(&p->lock);
     p->in = *t;   /* the main thread reads in.fd only once answer_sender is set */
     session_in_init(&p->back, &p->in);
+    uint64_t held = atomic_load(&p->held);
+    if (resumed && session_confirm(&p->back, held))   /* a new socket has room */
+        p->confirmed = held;
     sync_unlock(&p->lock);
 }
 
@@ -952,7 +963,7 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
                        e))
         return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;
     p->in_plain = peer.plain;
-    take_connection(p, &t);
+    take_connection(p, &t, false);
     if (!peer.listening)
         return STEP_OK;
     if (RAND_bytes(p->token, sizeof p->token) != 1)
@@ -990,13 +1001,15 @@ static void let_go_input(struct pipeline *p, double since)
  * proves itself with the session's token): 0, or -1 with errno
  * (ECONNREFUSED: the sender is gone; ECANCELED: stopping). */
 static int redial_sender(struct pipeline *p, struct listener_config *cfg, double deadline,
-                         struct transport *t, struct listener_peer *peer, struct weir_error *e)
+                         atomic_bool *stop, struct transport *t, struct listener_peer *peer,
+                         struct weir_error *e)
 {
     double backoff = 0.05;
     char last[WEIR_ERROR_MAX] = "";
     for (;;) {
         double left = deadline - clock_now();
-        if (atomic_load(&p->stop)) {
+        if (atomic_load(stop)) {
+            error_set(e, WEIR_EXIT_NETWORK, "stopped while dialling the sender again");
             errno = ECANCELED;
             return -1;
         }
@@ -1009,21 +1022,23 @@ static int redial_sender(struct pipeline *p, struct listener_config *cfg, double
         struct weir_error dial;
         dial.msg[0] = '\0';
         double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
-        if (p->cfg->input_redial(p->cfg->input_redial_ctx, limit, &p->stop, &fd, &dial) == 0) {
+        if (p->cfg->input_redial(p->cfg->input_redial_ctx, limit, stop, &fd, &dial) == 0) {
             cfg->channel_fd = fd;   /* the admission's: it closes it, or it becomes the input */
             cfg->accept_timeout = limit;
-            if (listener_admit(&p->listener, cfg, &p->stop, p->log, t, p->ahead, &p->nahead,
+            if (listener_admit(&p->listener, cfg, stop, p->log, t, p->ahead, &p->nahead,
                                peer, &dial) == 0)
                 return 0;
-            if (errno == ECANCELED && atomic_load(&p->stop))
+            if (errno == ECANCELED && atomic_load(stop)) {
+                *e = dial;
                 return -1;
+            }
         } else if (errno == ECANCELED || errno == ECONNREFUSED) {
             *e = dial;
             return -1;
         }
         snprintf(last, sizeof last, "%s", dial.msg);
         double pause = backoff < deadline - clock_now() ? backoff : deadline - clock_now();
-        for (double until = clock_now() + pause; clock_now() < until && !atomic_load(&p->stop);) {
+        for (double until = clock_now() + pause; clock_now() < until && !atomic_load(stop);) {
             struct timespec ts = {0, 20 * 1000000L};
             nanosleep(&ts, NULL);
         }
@@ -1034,8 +1049,9 @@ static int redial_sender(struct pipeline *p, struct listener_config *cfg, double
 /* Let the broken connection go and take the session's sender back: on
  * the listening socket (refusing any other, listener.c) for up to window
  * seconds, or by dialling it again.  stop ends the wait early; the dialling
- * follows the engine's own.  0 with the new connection as the input, or
- * -1 with errno and e. */
+ * follows the engine's own.  0 with the new connection as the input and
+ * the sender told how much of the stream this end holds (where it resumes),
+ * or -1 with errno and e. */
 static int readmit(struct pipeline *p, double since, double window, atomic_bool *stop,
                    struct weir_error *e)
 {
@@ -1047,11 +1063,11 @@ static int readmit(struct pipeline *p, double since, double window, atomic_bool 
     p->nahead = p->ahead_pos = 0;
     double start = since > 0 ? since : clock_now();
     int rc = p->cfg->input_redial
-                 ? redial_sender(p, &cfg, start + window, &t, &peer, e)
+                 ? redial_sender(p, &cfg, start + window, stop, &t, &peer, e)
                  : listener_admit(&p->listener, &cfg, stop, p->log, &t, p->ahead, &p->nahead,
                                   &peer, e);
     if (rc == 0)
-        take_connection(p, &t);
+        take_connection(p, &t, true);
     return rc;
 }
 
@@ -1089,8 +1105,6 @@ static int resume_input(struct reader *r, const char *cause)
     uint64_t held = atomic_load(&p->held);
     sync_lock(&p->lock);
     p->reconnections++;
-    if (session_confirm(&p->back, held))   /* where it resumes; a new socket has room */
-        p->confirmed = held;
     sync_unlock(&p->lock);
     log_msg(p->log, LOG_WARN, "%s: the sender is back after %.1f s; resuming at byte %llu of "
             "the stream", p->in.name, clock_now() - since, (unsigned long long)held);
@@ -1125,17 +1139,13 @@ static void take_back_for_answer(struct pipeline *p)
         OPENSSL_cleanse(p->token, sizeof p->token);
         return;
     }
-    uint64_t held = atomic_load(&p->held);
-    sync_lock(&p->lock);
-    /* everything is held: the sender resends nothing and waits for the answer */
-    if (session_confirm(&p->back, held))
-        p->confirmed = held;
-    sync_unlock(&p->lock);
+    /* it was told everything is held: it resends nothing and waits for the answer */
     log_msg(p->log, LOG_WARN, "%s: the sender came back; it has the answer once the outputs "
             "are done", p->in.name);
 }
 
-void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg)
+void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg,
+                        atomic_bool *halt)
 {
     if (!p->answer_home)
         return;
@@ -1150,9 +1160,8 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
         /* a sender that read the answer closes its side.  Only that proves
          * the answer arrived: a write succeeds into a socket buffer whose
          * bytes a black hole then swallows, so silence counts as a break */
-        atomic_bool alive = false;
-        ssize_t got = p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, &alive);
-        if (got >= 0)
+        ssize_t got = p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, halt);
+        if (got >= 0 || atomic_load(halt))
             goto done;
     }
     bool silent = sent && errno == ETIMEDOUT;
@@ -1163,21 +1172,20 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
                                : "the connection broke before the sender had the answer",
             window);
     struct weir_error e;
-    atomic_bool never = false;   /* the engine's stop is set by now: this has its own bound */
-    if (readmit(p, 0, window, &never, &e) != 0) {
-        log_msg(p->log, LOG_WARN, "%s: the sender did not come back for the answer (%s)",
-                p->listener.addr, e.msg);
+    /* the engine's stop is set by now: this has its own bound, and halt */
+    if (readmit(p, 0, window, halt, &e) != 0) {
+        if (!atomic_load(halt))
+            log_msg(p->log, LOG_WARN, "%s: the sender did not come back for the answer (%s)",
+                    p->listener.addr, e.msg);
         goto done;
     }
-    uint64_t held = atomic_load(&p->held);
+    /* it was told everything is held: it resends nothing and waits for this */
     sync_lock(&p->lock);
-    /* everything is held: the sender resends nothing and waits for this */
-    bool told = session_confirm(&p->back, held) &&
-                session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg) == 0;
+    bool told = session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg) == 0;
     sync_unlock(&p->lock);
     if (told) {
         log_msg(p->log, LOG_WARN, "%s: the sender came back for the answer", p->in.name);
-        (void)p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, &never);
+        (void)p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, halt);
     }
 done:
     tcp_listener_close(&p->listener);

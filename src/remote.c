@@ -128,25 +128,13 @@ struct reader {
     atomic_bool *halt;       /* set: the wait gives up (ECANCELED) */
 };
 
-/* SIGINT, SIGTERM or SIGHUP waiting for the engine, which takes them once it
- * runs (weir_signals_block): a wait before then gives up for it. */
-static int pending_stop(void)
-{
-    sigset_t set;
-    if (sigpending(&set) != 0)
-        return 0;
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
-        if (sigismember(&set, sigs[i]) == 1)
-            return sigs[i];
-    return 0;
-}
-
 static void *halt_main(void *arg)
 {
     struct remote *r = arg;
     while (atomic_load(&r->starting)) {
-        int sig = pending_stop();
+        /* waiting for the engine, which takes them once it runs
+         * (weir_signals_block): a wait before then gives up for it */
+        int sig = sync_pending_stop();
         if (sig) {
             atomic_store(&r->halt_sig, sig);
             atomic_store(&r->halt, true);

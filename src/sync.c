@@ -111,6 +111,18 @@ void sync_join_at(pthread_t t, const char *file, int line)
         sync_die(err, "pthread_join", file, line);
 }
 
+int sync_pending_stop(void)
+{
+    sigset_t set;
+    if (sigpending(&set) != 0)
+        return 0;
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        if (sigismember(&set, sigs[i]) == 1)
+            return sigs[i];
+    return 0;
+}
+
 double clock_now(void)
 {
     struct timespec ts;

@@ -55,6 +55,11 @@ void sync_sigmask_at(int how, const sigset_t *set, sigset_t *old, const char *fi
 #define sync_sigmask(how, set) sync_sigmask_at((how), (set), NULL, __FILE__, __LINE__)
 #define sync_sigmask_get(how, set, old) sync_sigmask_at((how), (set), (old), __FILE__, __LINE__)
 
+/* SIGINT, SIGTERM or SIGHUP pending for the process (blocked everywhere,
+ * not yet taken by the main thread): its number, or 0.  For waits that run
+ * where the main thread cannot take signals. */
+int sync_pending_stop(void);
+
 /* Monotonic clock helpers. */
 double clock_now(void);                       /* seconds, monotonic */
 struct timespec clock_deadline(double secs);  /* now + secs, for sync_wait_until */
