@@ -883,12 +883,14 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
             /* only the given connection was to be heard, and it is gone */
             error_set(err, WEIR_EXIT_NETWORK, "%s: no weir sender proved itself on it",
                       l->addr);
+            errno = ENOTCONN;
             break;
         }
         double now = clock_now();
         if (give_up && now >= give_up) {
             error_set(err, WEIR_EXIT_NETWORK, "listen %s: no connection within %g s", l->addr,
                       cfg->accept_timeout);
+            errno = ETIMEDOUT;
             break;
         }
         double next = expire(a, now);
@@ -928,10 +930,12 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
             }
         }
     }
+    int why = errno;   /* ETIMEDOUT, ECANCELED, ...: the caller tells them apart */
     for (int i = 0; i < LISTENER_PENDING; i++)
         if (a->conn[i].fd >= 0)
             drop(a, &a->conn[i], NULL, NULL);
     linktest_server_free(a->lt, "the listener is shutting down");
     free(a);
+    errno = why;
     return rc;
 }

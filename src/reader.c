@@ -1096,9 +1096,12 @@ static int resume_input(struct reader *r, const char *cause)
         if (errno == ECONNREFUSED)
             error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
                       "sender refuses a new one: it is gone (%s)", name, cause, e.msg);
-        else
+        else if (errno == ETIMEDOUT)
             error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the sender did not come back within "
                       "%g s (the connection broke: %s)", name, window, cause);
+        else
+            error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and "
+                      "waiting for the sender to come back failed: %s", name, cause, e.msg);
         errno = EPIPE;
         return -1;
     }

@@ -1368,10 +1368,14 @@ static int rejoin(struct output *o, double limit, uint64_t *at, bool *refused,
     o->session.rejoining = true;
     if (session_read_greeting(&o->session, limit, &o->halt, e))
         return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;   /* busy: tried again */
-    if (!(o->session.peer_features & CODEC_FEATURE_RESUME) || check_keys(o, e) != STEP_OK) {
+    if (!(o->session.peer_features & CODEC_FEATURE_RESUME)) {
         *refused = true;
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: another receiver answers there now",
-                         o->t.name), STEP_FAIL;
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: another receiver answers there now (it "
+                         "does not resume)", o->t.name), STEP_FAIL;
+    }
+    if (check_keys(o, e) != STEP_OK) {
+        *refused = true;   /* e says how its keys differ: another receiver too */
+        return STEP_FAIL;
     }
     int ms = (int)(limit * 1000) + 1;
     if (p->keyed) {

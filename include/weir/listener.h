@@ -113,6 +113,9 @@ struct listener_peer {
     bool listening;            /* the listening socket stays open (resuming is on) */
 };
 
+/* 0 with t the admitted connection, or -1 with *err and errno: ECANCELED
+ * (stop), ETIMEDOUT (cfg->accept_timeout passed), ENOTCONN (only the given
+ * channel was to be heard, and it proved nothing), or a system call's. */
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
                    struct weir_log *log, struct transport *t, unsigned char *ahead,
                    size_t *nahead, struct listener_peer *peer, struct weir_error *err);
