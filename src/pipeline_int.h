@@ -138,7 +138,8 @@ struct output {
     /* a resumable session, sending (--reconnect; writer.c): */
     bool resumable;            /* lock: the receiver named the session ('N') */
     unsigned char token[CODEC_TOKEN_SIZE];   /* lock */
-    bool may_resume;           /* the writer's: both ends offered it; marks are kept */
+    bool may_resume;           /* lock: both ends offered it; marks are kept (set by the
+                                  writer, cleared by the back channel too) */
     struct resume_mark *marks; /* lock: where each unconfirmed record began, a ring */
     size_t marks_cap, marks_head, marks_count;
     struct ring_cursor hold;   /* lock: the oldest record the receiver may lack */
@@ -159,7 +160,8 @@ struct output {
     struct sockaddr_storage peer_addr;   /* the writer's: where the receiver was reached */
     socklen_t peer_len;
     unsigned reconnections;    /* lock */
-    double gap_secs, gap_since;
+    double gap_secs, gap_since;   /* lock: time without the connection, gaps over; > 0:
+                                     in a gap since then */
     uint64_t bytes_peak;       /* lock: the most its cursor had read before a resend took
                                   it back (its count never goes back in snapshots) */
     _Atomic uint64_t net;      /* bytes sent on its connection (transport wire_tx) */
@@ -243,7 +245,8 @@ struct pipeline {
     bool answer_sender;        /* lock: the input is a weir stream over TCP */
     uint64_t stream_chain;     /* lock: the received stream's chain, once verified */
     bool stream_whole;         /* lock: the received stream ended, whole and verified */
-    bool answer_home;          /* a resumable session's stream ended whole: its listener
+    bool answer_home;          /* lock while the reader runs, then the main thread's: a
+                                  resumable session's stream ended whole; its listener
                                   and token stay until the sender has the answer */
     bool input_closed;         /* lock: the reader closed the input */
     struct session_in back;    /* keepalives (main), confirmations (the reader), the
