@@ -36,8 +36,10 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "pipeline_int.h"
@@ -1114,7 +1116,7 @@ static int resume_input(struct reader *r, const char *cause)
     return 0;
 }
 
-#define ANSWER_READ_MS 5000     /* for the sender to close once it has the answer */
+#define ANSWER_READ_MS 5000     /* for the sender's host to acknowledge the answer */
 #define ANSWER_HOME_SECS 30.0   /* for it to come back for the answer, at most */
 
 /* The connection broke once the whole stream was in, and the outputs (a
@@ -1147,49 +1149,76 @@ static void take_back_for_answer(struct pipeline *p)
             "are done", p->in.name);
 }
 
+/* Whether the answer just sent reached the sender's host: every byte this
+ * end wrote on the connection, the answer and the end of this direction,
+ * acknowledged by the sender's TCP within ANSWER_READ_MS.  The sender's own
+ * end of file proves nothing here: it half-closed after its trailer, long
+ * before the answer.  A connection that is not a socket (a relay) is
+ * taken as delivered once its other end closes.  halt ends the wait. */
+static bool answer_delivered(struct pipeline *p, atomic_bool *halt)
+{
+    char b[64];
+    if (!p->in.is_socket)
+        return p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, halt) >= 0;
+    long pause_ns = 500 * 1000L;   /* a loopback's acknowledgement takes microseconds */
+    for (double until = clock_now() + ANSWER_READ_MS / 1000.0; !atomic_load(halt);) {
+        int err = 0, queued = -1;
+        socklen_t len = sizeof err;
+        if (ioctl(p->in.fd, SIOCOUTQ, &queued) == 0 && queued == 0)
+            return true;   /* a reset after the acknowledgement changes nothing */
+        if (getsockopt(p->in.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
+            return false;   /* reset: what was unacknowledged is lost */
+        if (clock_now() >= until)
+            return false;
+        struct timespec ts = {0, pause_ns};
+        nanosleep(&ts, NULL);
+        pause_ns = pause_ns * 2 > 20 * 1000000L ? 20 * 1000000L : pause_ns * 2;
+    }
+    return false;
+}
+
 void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg,
                         atomic_bool *halt)
 {
     if (!p->answer_home)
         return;
     p->answer_home = false;
-    char b[64];
     /* only an answer the sender can still want: success, or this end's
      * outputs failing; not a stop (a signal here, the sender's abort, its
      * weir gone) */
     if (p->failed && p->first.status != WEIR_EXIT_OUTPUT)
         goto done;
-    if (sent) {
-        /* a sender that read the answer closes its side.  Only that proves
-         * the answer arrived: a write succeeds into a socket buffer whose
-         * bytes a black hole then swallows, so silence counts as a break */
-        ssize_t got = p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, halt);
-        if (got >= 0 || atomic_load(halt))
-            goto done;
-    }
-    bool silent = sent && errno == ETIMEDOUT;
     double window = p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
-    log_msg(p->log, LOG_WARN, "%s: %s; waiting up to %g s for it to come back for it",
-            p->in.name, silent ? "the sender did not close within 5 s of the answer, which may "
-                                 "not have reached it"
-                               : "the connection broke before the sender had the answer",
-            window);
-    struct weir_error e;
-    /* the engine's stop is set by now: this has its own bound, and halt */
-    if (readmit(p, 0, window, halt, &e) != 0) {
-        if (!atomic_load(halt))
-            log_msg(p->log, LOG_WARN, "%s: the sender did not come back for the answer (%s)",
-                    p->listener.addr, e.msg);
-        goto done;
+    double deadline = 0;
+    bool back = false;   /* a connection it came back on */
+    while (!(sent && answer_delivered(p, halt)) && !atomic_load(halt)) {
+        /* a break, or silence: the answer may be lost on the way.  The
+         * sender comes back for it; each of its connections is given it
+         * again, within one window from the first break */
+        if (deadline == 0)
+            deadline = clock_now() + window;
+        double left = deadline - clock_now();
+        log_msg(p->log, LOG_WARN, "%s: %s; waiting up to %.3g s for it to come back for it",
+                p->in.name, !sent ? "the connection broke before the sender had the answer"
+                                  : "the answer was not acknowledged within 5 s, and may not "
+                                    "have reached the sender",
+                left > 0 ? left : 0);
+        struct weir_error e;
+        /* the engine's stop is set by now: this has its own bound, and halt */
+        if (left <= 0 || readmit(p, 0, left, halt, &e) != 0) {
+            if (!atomic_load(halt))
+                log_msg(p->log, LOG_WARN, "%s: the sender did not come back for the answer "
+                        "(%s)", p->listener.addr, left <= 0 ? "no time left" : e.msg);
+            goto done;
+        }
+        /* it was told everything is held: it resends nothing and waits for this */
+        sync_lock(&p->lock);
+        sent = session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg) == 0;
+        sync_unlock(&p->lock);
+        back = true;
     }
-    /* it was told everything is held: it resends nothing and waits for this */
-    sync_lock(&p->lock);
-    bool told = session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg) == 0;
-    sync_unlock(&p->lock);
-    if (told) {
+    if (back && !atomic_load(halt))
         log_msg(p->log, LOG_WARN, "%s: the sender came back for the answer", p->in.name);
-        (void)p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, halt);
-    }
 done:
     tcp_listener_close(&p->listener);
     OPENSSL_cleanse(p->token, sizeof p->token);

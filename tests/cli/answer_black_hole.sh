@@ -1,0 +1,47 @@
+#!/bin/bash
+# Purpose: the receiver's answer swallowed by a black hole between two hosts
+# (two network namespaces joined by a veth pair, the sender's link taken
+# down after its trailer, while the receiver's consumer still works).  The
+# receiver must not take the sender's end of file, which came with the
+# trailer, for proof that the answer arrived: it waits for the sender's host
+# to acknowledge the answer, and when that does not come, keeps its port for
+# the sender to come back for it.  Both exit 0.  (It used to exit 0 at once
+# and the sender, back on the mended link, found nobody: exit 5 with the
+# data whole.)
+. "$(dirname "$0")/lib.sh"
+[ "$(id -u)" -eq 0 ] || fail "network namespaces need root"
+A=weirHA$$ B=weirHB$$
+netns_cleanup() { ip netns del "$A" 2>/dev/null; ip netns del "$B" 2>/dev/null; cleanup; }
+trap netns_cleanup EXIT
+ip netns add "$A" && ip netns add "$B" || fail "cannot create network namespaces"
+ip link add "ha$$" netns "$A" type veth peer name "hb$$" netns "$B" || fail "cannot create a veth pair"
+ip -n "$A" addr add 10.78.0.1/24 dev "ha$$" && ip -n "$A" link set "ha$$" up && ip -n "$A" link set lo up
+ip -n "$B" addr add 10.78.0.2/24 dev "hb$$" && ip -n "$B" link set "hb$$" up && ip -n "$B" link set lo up
+gen "$TMP/in" 3000017 random
+
+ip netns exec "$B" "$WEIR" -I 10.78.0.1:0 --reconnect 60 \
+    -- sh -c "cat >'$TMP/out'; sleep 2" 2>"$TMP/lerr" &
+LPID=$!
+PIDS+=("$LPID")
+wait_for "$TMP/lerr" "listening on" 10
+LPORT=$(grep -o 'listening on .*' "$TMP/lerr" | grep -o '[0-9]*$')
+ip netns exec "$A" "$WEIR" --reconnect 60 -i "$TMP/in" -O "10.78.0.2:$LPORT" 2>"$TMP/serr" &
+SPID=$!
+PIDS+=("$SPID")
+# the whole stream is in (the consumer has it): the link goes before the answer
+wait_size "$TMP/out" 3000016 30
+ip -n "$A" link set "ha$$" down || fail "link down"
+wait_for "$TMP/serr" "reconnecting for up to" 30
+ip -n "$A" link set "ha$$" up || fail "link up"
+wait_bounded "$SPID" 60
+sst=$STATUS
+wait_bounded "$LPID" 60
+[ "$sst" -eq 0 ] && [ "$STATUS" -eq 0 ] ||
+    { cat "$TMP/serr" "$TMP/lerr"; fail "sender exit $sst, receiver exit $STATUS"; }
+same "$TMP/in" "$TMP/out" "an answer lost in a black hole: both exit 0, whole"
+has_msg "$TMP/lerr" "the answer was not acknowledged within 5 s, and may not have reached the sender" \
+    "the receiver does not take the sender's early end of file for the answer's arrival"
+has_msg "$TMP/lerr" "the sender came back for the answer" "the sender came back for the answer"
+has_msg "$TMP/serr" "1 reconnection" "the sender counts its reconnection"
+
+done_testing
