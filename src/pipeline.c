@@ -512,7 +512,7 @@ static int open_input(struct pipeline *p, struct weir_error *err)
         return 0;
     }
     case WEIR_IN_FILE:
-        return transport_open_input(&p->in, c->input_path, false, err);
+        return transport_open_input(&p->in, c->input_path, c->stdin_closed, err);
     case WEIR_IN_STDIN:
         return transport_open_input(&p->in, NULL, c->stdin_closed, err);
     }

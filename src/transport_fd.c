@@ -229,6 +229,46 @@ bool transport_same_file(const struct transport *a, const struct transport *b)
     return a->dev == b->dev && a->ino == b->ino;
 }
 
+/* The standard descriptor (0, 1 or 2) that path names through /dev/stdin,
+ * /dev/fd/N or /proc/self/fd/N, through symbolic links to them too; -1 for
+ * any other path.  A closed standard input or output is /dev/null by the
+ * time the path is opened (main.c puts it there), so a path to it must be
+ * refused as the descriptor itself is, not read as empty. */
+static int standard_alias(const char *path)
+{
+    static const char *const names[] = {"/dev/stdin", "/dev/stdout", "/dev/stderr"};
+    char now[PATH_MAX], next[PATH_MAX], self[32];
+    snprintf(self, sizeof self, "/proc/%ld/fd/", (long)getpid());
+    snprintf(now, sizeof now, "%s", path);
+    for (int hop = 0; hop < 16; hop++) {
+        for (int i = 0; i < 3; i++)
+            if (strcmp(now, names[i]) == 0)
+                return i;
+        static const char *const dirs[] = {"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"};
+        for (size_t i = 0; i <= sizeof dirs / sizeof *dirs; i++) {
+            const char *d = i < sizeof dirs / sizeof *dirs ? dirs[i] : self;
+            size_t n = strlen(d);
+            if (strncmp(now, d, n) == 0 && now[n] >= '0' && now[n] <= '2' && now[n + 1] == '\0')
+                return now[n] - '0';
+        }
+        ssize_t len = readlink(now, next, sizeof next - 1);
+        if (len < 0)
+            return -1;   /* not a link (or gone): it names what it names */
+        next[len] = '\0';
+        if (next[0] == '/') {
+            snprintf(now, sizeof now, "%s", next);
+        } else {
+            /* relative to the link's directory */
+            char *slash = strrchr(now, '/');
+            size_t keep = slash ? (size_t)(slash - now) + 1 : 0;
+            if (keep + (size_t)len + 1 > sizeof now)
+                return -1;
+            memmove(now + keep, next, (size_t)len + 1);
+        }
+    }
+    return -1;
+}
+
 int transport_open_input(struct transport *t, const char *path, bool closed,
                          struct weir_error *err)
 {
@@ -243,6 +283,10 @@ int transport_open_input(struct transport *t, const char *path, bool closed,
         t->fd = STDIN_FILENO;
     } else {
         snprintf(t->name, sizeof t->name, "input %s", path);
+        if (closed && standard_alias(path) == STDIN_FILENO)
+            return error_set(err, WEIR_EXIT_INPUT,
+                             "%s: it is standard input, which is closed (give -i FILE, or "
+                             "</dev/null for an empty input)", t->name);
         t->fd = open(path, O_RDONLY | O_CLOEXEC);
         if (t->fd < 0)
             return error_sys(err, WEIR_EXIT_INPUT, errno, "%s: open", t->name);
@@ -305,6 +349,10 @@ int transport_open_output(struct transport *t, const char *path, bool force, boo
     }
     snprintf(t->name, sizeof t->name, "output %s", path);
     t->path = path;
+    if (closed && standard_alias(path) == STDOUT_FILENO)
+        return error_set(err, WEIR_EXIT_OUTPUT,
+                         "%s: it is standard output, which is closed (give -o FILE, or "
+                         ">/dev/null to discard the data)", t->name);
     struct stat st;
     bool exists = stat(path, &st) == 0;
     if (exists && S_ISREG(st.st_mode) && !force)

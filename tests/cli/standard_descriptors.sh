@@ -55,4 +55,26 @@ same "$TMP/in" "$TMP/out5" "a consumer that does not write to the closed stdout"
 # closed stdin is fine when it is not the input; closed stderr is fine
 expect 0 "weir -i in -o out <&- 2>&-" "$WEIR" -i "$TMP/in" -o "$TMP/out4" <&- 2>&-
 same "$TMP/in" "$TMP/out4" "-i with stdin and stderr closed"
+# the same descriptors named by path (/dev/stdin, /dev/fd/N, /proc/self/fd/N,
+# a link to one): they lead to the /dev/null put in place of the closed one,
+# and used to read as an empty input or swallow the data, with exit 0
+ln -s /dev/stdin "$TMP/to-stdin"
+for path in /dev/stdin /dev/fd/0 /proc/self/fd/0 "$TMP/to-stdin"; do
+    rm -f "$TMP/o"
+    expect 3 "-i $path <&-" "$WEIR" -q -i "$path" -o "$TMP/o" <&-
+    has_msg "$TMP/err" "input $path: it is standard input, which is closed" "-i $path <&-: says so"
+    [ ! -s "$TMP/o" ] || fail "-i $path <&-: wrote something"
+done
+listen "$TMP/lout" "$TMP/lerr" -q --reconnect 0
+expect 3 "-i /dev/stdin -O HOST <&-" "$WEIR" -q -i /dev/stdin -O "127.0.0.1:$LPORT" <&-
+kill "$LPID" 2>/dev/null
+for path in /dev/stdout /dev/fd/1 /proc/self/fd/1; do
+    expect 4 "-o $path >&-" "$WEIR" -q -f -i "$TMP/in" -o "$path" >&-
+    has_msg "$TMP/err" "output $path: it is standard output, which is closed" "-o $path >&-: says so"
+done
+expect 0 "-i /dev/stdin, standard input open" "$WEIR" -q -i /dev/stdin -o "$TMP/o2" <"$TMP/in"
+same "$TMP/in" "$TMP/o2" "-i /dev/stdin with standard input open: read as it is"
+expect 0 "-i /dev/null <&-: /dev/null named as such is an empty input" \
+    "$WEIR" -q -i /dev/null -o "$TMP/o3" <&-
+
 done_testing
