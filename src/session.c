@@ -71,7 +71,14 @@ int session_read_record(struct transport *t, int timeout_ms, atomic_bool *stop,
     }
     if (n < 0) {
         int e = errno;
-        if (e != ECANCELED)
+        if (t->sealed && (e == EBADMSG || e == EPROTO))
+            /* the receiver's records are sealed as the stream is: one that
+             * does not open was altered on the way, as for the stream */
+            error_set(err, WEIR_EXIT_INTEGRITY, "%s: %s", t->name,
+                      e == EBADMSG ? "an encrypted record from the receiver does not open "
+                                     "(corrupt, forged, dropped, duplicated or reordered)"
+                                   : "data after the end of the receiver's encrypted records");
+        else if (e != ECANCELED)
             error_sys(err, WEIR_EXIT_NETWORK, e, "%s", t->name);
         errno = e;
         return -1;

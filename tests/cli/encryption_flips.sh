@@ -78,4 +78,18 @@ ok "all $runs sessions with a flipped byte were rejected by both ends"
 # and a flip in the data is an integrity failure on both ends (6), as in clear
 awk '$3 == 6' "$TMP/results" | grep -q . || fail "no flip was reported as corrupt data (6)"
 ok "flips in sealed records end with exit 6 on the receiver"
+# the other way: the receiver's records (keepalives, confirmations) lose
+# some on the way (the cut proxy drops what the receiver sends from 100 kB
+# of the sender's on).  The next one that arrives does not open: the sender
+# fails as for a corrupt stream (6, saying so; it said only "Bad message",
+# exit 5), and never 0
+gen "$TMP/two" 2000000 random
+listen "$TMP/out2" "$TMP/lerr" --key-file "$KEY" --reconnect 0
+cut_proxy "$LPORT" 1 3M cut 0 --mute-back 2900000
+expect 6 "the receiver's records dropped on the way" \
+    "$WEIR" -q --key-file "$KEY" -r 2M -i "$TMP/two" -O "127.0.0.1:$PPORT"
+has_msg "$TMP/err" "an encrypted record from the receiver does not open" \
+    "the receiver's records dropped: said as such"
+wait_bounded "$LPID" 30
+
 done_testing
