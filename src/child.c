@@ -72,6 +72,7 @@ static void *err_main(void *arg)
     struct child *c = arg;
     char buf[4096], line[sizeof c->last_line];
     size_t len = 0;
+    bool mid_line = false;   /* what was passed on does not end with a newline */
     for (;;) {
         struct pollfd pfd = {.fd = c->err_fd, .events = POLLIN};
         int r = poll(&pfd, 1, 200);
@@ -92,6 +93,7 @@ static void *err_main(void *arg)
         if (n <= 0)
             break;
         log_passthrough(c->log, buf, (size_t)n);
+        mid_line = buf[n - 1] != '\n';
         for (ssize_t i = 0; i < n; i++) {
             if (buf[i] == '\n' || buf[i] == '\r') {
                 if (len > 0) {
@@ -112,6 +114,8 @@ static void *err_main(void *arg)
         c->last_line[len] = '\0';
         sync_unlock(&c->lock);
     }
+    if (mid_line)
+        log_passthrough(c->log, "\n", 1);   /* weir's own lines begin lines */
     close(c->err_fd);
     c->err_fd = -1;
     return NULL;

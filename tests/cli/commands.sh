@@ -89,6 +89,13 @@ ok "the receiver's consumer was terminated (producer failed before the greeting)
 kill "$PPID_"
 wait "$PPID_" 2>/dev/null
 
+# a producer whose last words end without a newline: weir's own line still
+# begins a line (it was glued to them, out of reach of a line-based reader)
+expect 3 "a producer's stderr without a final newline" \
+    "$WEIR" -o /dev/null -- sh -c 'printf "no newline" >&2; exit 1'
+grep -q "^weir: producer 'printf" "$TMP/err" || { cat "$TMP/err"; fail "weir's line glued to the producer's"; }
+ok "weir's message begins its own line after a producer's unfinished one"
+
 # the consumer fails: both ends exit 4; the sender quotes its last stderr line
 consumer_fails() {   # consumer_fails LABEL CONSUMER-SCRIPT MESSAGE
     listen /dev/null "$TMP/lerr" -q -- sh -c "$2"
