@@ -1194,8 +1194,19 @@ static int hear_session_name(struct output *o, double limit, struct weir_error *
     struct codec_record r;
     size_t got;
     bool eof;
-    if (session_read_record(&o->t, (int)(limit * 1000) + 1, &o->halt, &r, raw, &got, &eof, e))
-        return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+    if (session_read_record(&o->t, (int)(limit * 1000) + 1, &o->halt, &r, raw, &got, &eof, e)) {
+        if (atomic_load(&o->halt))
+            return STEP_STOP;
+        if (errno == ETIMEDOUT)
+            error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver did not name the session within "
+                      "%g s of the stream's header (a break this early cannot be resumed)",
+                      o->t.name, limit);
+        else if (!eof && got == 0 && breaks_connection(errno))
+            error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke before the receiver "
+                      "named the session (%s; a break this early cannot be resumed)", o->t.name,
+                      strerror(errno));
+        return STEP_FAIL;
+    }
     if (r.type == 'S' && r.code != 0)
         return error_set(e, map_receiver_status(r.code), "receiver: %s", r.msg), STEP_FAIL;
     if (r.type != 'N')

@@ -205,6 +205,18 @@ has_msg "$TMP/serr" "1 reconnection" "a black hole after the trailer: the sender
 same "$TMP/small" "$TMP/out" "a black hole after the trailer: whole"
 kill "$PPID_" 2>/dev/null
 
+# a black hole before the receiver named the session (1 byte of the
+# sender's passes): no break this early can be resumed, and the sender says
+# that, not a bare "Connection timed out"
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+cut_proxy "$LPORT" 1 1 silent
+expect 5 "a black hole before the session is named" \
+    "$WEIR" --reconnect 60 -i "$TMP/small" -O "127.0.0.1:$PPORT"
+has_msg "$TMP/err" "the receiver did not name the session within 10 s of the stream's header (a break this early cannot be resumed)" \
+    "a black hole before the session is named: said so"
+kill "$LPID" "$PPID_" 2>/dev/null
+
 # the same cut with a sender whose --reconnect (1 s) is shorter than the
 # consumer's drain (a zfs recv committing): the receiver takes the sender
 # back at once, not once its consumer is done, tells it the whole stream is
