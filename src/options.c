@@ -519,6 +519,9 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
     if (o->sparse && o->decode)
         return bad(err, "--sparse with -d: a stream's holes are what its sender found; give "
                    "--sparse to the weir that reads the data as it is");
+    if (o->sparse && o->listen && !o->raw && !o->as_mbuffer)
+        return bad(err, "--sparse with -I: a weir stream's holes are what its sender found; "
+                   "give --sparse to the sender, or add --raw to find holes in plain bytes");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
     if (check_ssh(o, err))

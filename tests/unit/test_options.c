@@ -72,7 +72,10 @@ int main(void)
         options_to_config(&o, &c);
         CHECK(c.sparse && c.compress, "--sparse reaches the engine");
     }
-    CHECK(parse(&o, &e, "--sparse", "-I", "0", NULL) == 0, "--sparse -I (plain bytes)");
+    CHECK(parse(&o, &e, "--sparse", "-I", "0", NULL) != 0 && strstr(e.msg, "--sparse with -I"),
+          "--sparse -I without --raw is refused (a weir stream's holes are its sender's): %s",
+          e.msg);
+    CHECK(parse(&o, &e, "--sparse", "--raw", "-I", "0") == 0, "--sparse --raw -I (plain bytes)");
     CHECK(parse(&o, &e, "--sparse", "-d", NULL, NULL) != 0 && strstr(e.msg, "--sparse with -d"),
           "--sparse -d is refused: %s", e.msg);
 
