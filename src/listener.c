@@ -384,13 +384,20 @@ static int judge_record(struct admission *a, struct pending *c);
  * sender is admitted; otherwise nothing can be resumed.  1: admitted;
  * -1: refused. */
 static int judge_first(struct admission *a, struct pending *c, const unsigned char *rec,
-                       size_t len)
+                       size_t len, bool sealed)
 {
     struct codec_record r;
     char why[96];
     if (codec_parse_record(rec, len, &r, why, sizeof why) || (r.type != 'H' && r.type != 'R')) {
         drop(a, c, "refused connection from %s: %s",
              rec[8] == 'H' || rec[8] == 'R' ? why : "no weir stream header after its greeting");
+        return -1;
+    }
+    if (r.type == 'H' && (r.flags & CODEC_HEADER_SEALED) && !sealed) {
+        /* the reader would refuse it at byte 0; refused here, it keeps no
+         * one out (doc/stream-format.md, no block checksums) */
+        drop(a, c, "refused connection from %s: %s", "a stream without block checksums, "
+             "which only an encrypted connection may carry");
         return -1;
     }
     const unsigned char *token = a->cfg->resume_token;
@@ -490,7 +497,7 @@ static int judge_record(struct admission *a, struct pending *c)
     }
     (void)r;
     (void)why;
-    return judge_first(a, c, plain, plen);
+    return judge_first(a, c, plain, plen, true);
 }
 
 /* A link tester's greeting (r), and what follows it.  With a key it must
@@ -637,7 +644,7 @@ static int judge_weir(struct admission *a, struct pending *c)
     }
     if (n < CODEC_GREETING_SIZE + first)
         return 0;
-    return judge_first(a, c, c->buf + CODEC_GREETING_SIZE, first);
+    return judge_first(a, c, c->buf + CODEC_GREETING_SIZE, first, false);
 }
 
 /* Read what a waiting connection sent.  1: admitted; 0: keep waiting;

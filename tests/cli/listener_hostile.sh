@@ -85,8 +85,8 @@ ok "with --raw, plain bytes are taken as they are"
 greet() {   # greet VERSION OLDEST ROLE
     "$TESTTOOL" greet "$1" "$2" "$3"
 }
-header() {   # header VERSION
-    printf "\x57\x2a\x4d\x18\x10\x00\x00\x00HWEIR\\x$(printf %02x "$1")\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00"
+header() {   # header VERSION [FLAGS]
+    printf "\x57\x2a\x4d\x18\x10\x00\x00\x00HWEIR\\x$(printf %02x "$1")\\x$(printf %02x "${2:-0}")\x00\x00\x00\x01\x00\x00\x00\x00\x00"
 }
 listen "$TMP/out" "$TMP/lerr"
 { greet 1 1 S; header 9; } | nc -N 127.0.0.1 "$LPORT" >"$TMP/answer"
@@ -98,12 +98,18 @@ ok "the refused sender is told why, in an answer record"
 wait_for "$TMP/lerr" "the sender speaks weir protocol 9 to 9, this receiver 1 to 1" 10
 grep -qa "protocol 9 to 9" "$TMP/answer" || fail "the newer sender was not told both versions"
 ok "a sender of an incompatible protocol version is told both versions"
+# a header that says its blocks carry no checksums (flag bit 1), which only
+# an encrypted connection may carry: refused at once, the port kept (it used
+# to be admitted, and the receiver failed with exit 6)
+{ greet 1 1 S; header 1 2; } | nc -N 127.0.0.1 "$LPORT" >"$TMP/answer"
+wait_for "$TMP/lerr" "a stream without block checksums, which only an encrypted connection may carry" 10
+still_listening "a plain header without block checksums"
 header 1 | nc -N 127.0.0.1 "$LPORT" >/dev/null
 wait_for "$TMP/lerr" "a weir sender without the greeting" 10
 { greet 1 1 R; header 1; } | nc -N 127.0.0.1 "$LPORT" >/dev/null
 wait_for "$TMP/lerr" "it did not greet as a weir sender" 10
 still_listening "an old weir and a receiver's greeting"
-real_sender "after four refused weir peers"
+real_sender "after five refused weir peers"
 
 # too many unproven connections from one address: the oldest goes first
 listen "$TMP/out" "$TMP/lerr"
