@@ -889,6 +889,22 @@ static int map_receiver_status(int code)
     return code == WEIR_EXIT_OUTPUT || code == WEIR_EXIT_INTEGRITY ? code : WEIR_EXIT_NETWORK;
 }
 
+/* The receiver's failure, in its own words: "receiver: ...", or with
+ * several -O "receiver HOST:PORT: ...", so that one can tell which.
+ * STEP_FAIL. */
+static int receiver_failed(struct output *o, int code, const char *msg, struct weir_error *e)
+{
+    int tcp = 0;
+    for (int i = 0; i < o->p->nout; i++)
+        tcp += o->p->out[i].spec->kind == WEIR_OUT_TCP;
+    const char *who = strncmp(o->t.name, "output ", 7) == 0 ? o->t.name + 7 : o->t.name;
+    if (tcp > 1)
+        error_set(e, map_receiver_status(code), "receiver %s: %s", who, msg);
+    else
+        error_set(e, map_receiver_status(code), "receiver: %s", msg);
+    return STEP_FAIL;
+}
+
 /* Take in one record from the receiver; STEP_OK to read on. */
 static int heard(struct output *o, const struct codec_record *r, struct weir_error *e)
 {
@@ -924,7 +940,7 @@ static int heard(struct output *o, const struct codec_record *r, struct weir_err
         return error_set(e, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver",
                          o->t.name, r->type), STEP_FAIL;
     if (r->code != 0)
-        return error_set(e, map_receiver_status(r->code), "receiver: %s", r->msg), STEP_FAIL;
+        return receiver_failed(o, r->code, r->msg, e);
     return STEP_STOP;   /* the answer is in: nothing more to read */
 }
 
@@ -1054,8 +1070,7 @@ static int await_answer(struct output *o, struct weir_error *e)
         return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke before the receiver "
                          "answered (%s)", o->t.name, o->broken_why), STEP_FAIL;
     if (received && code != 0)
-        return error_set(e, map_receiver_status(code), "receiver: %s", o->status_msg),
-               STEP_FAIL;
+        return receiver_failed(o, code, o->status_msg, e);
     if (!received && timed_out)
         return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver fell silent for %g s "
                          "before it answered", o->t.name, limit), STEP_FAIL;
@@ -1208,7 +1223,7 @@ static int hear_session_name(struct output *o, double limit, struct weir_error *
         return STEP_FAIL;
     }
     if (r.type == 'S' && r.code != 0)
-        return error_set(e, map_receiver_status(r.code), "receiver: %s", r.msg), STEP_FAIL;
+        return receiver_failed(o, r.code, r.msg, e);
     if (r.type != 'N')
         return error_set(e, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver "
                          "(it did not name the session)", o->t.name, r.type), STEP_FAIL;

@@ -21,4 +21,17 @@ expect 4 "--stop-on-error stops everything" \
 [ "$(stat -c %s "$TMP/f" 2>/dev/null || echo 0)" -lt 50000000 ] ||
     fail "--stop-on-error wrote everything"
 ok "--stop-on-error left the other output incomplete"
+# two receivers, one failing: the sender says which (it said only
+# "receiver: output /dev/full: ..."), and the other gets every byte
+listen /dev/null "$TMP/l1" -q -o /dev/full
+p1=$LPORT l1=$LPID
+listen /dev/null "$TMP/l2" -q -o "$TMP/r2"
+expect 4 "two -O, one receiver's disk full" \
+    "$WEIR" -q -i "$TMP/in" -O "127.0.0.1:$p1" -O "127.0.0.1:$LPORT"
+has_msg "$TMP/err" "weir: receiver 127.0.0.1:$p1: output /dev/full:" "the failing receiver is named"
+wait_bounded "$LPID" 20
+[ "$STATUS" -eq 0 ] || fail "the other receiver: exit $STATUS"
+same "$TMP/in" "$TMP/r2" "the other receiver got every byte"
+wait_bounded "$l1" 20
+
 done_testing
