@@ -1531,6 +1531,11 @@ static int reconnect(struct output *o, struct weir_error *e)
         pause_for(o, backoff);
         backoff = backoff * 2 > RESUME_BACKOFF_MAX ? RESUME_BACKOFF_MAX : backoff * 2;
     }
+    if (rc == STEP_STOP)
+        /* the stream failed (a producer, a signal) while the connection was
+         * down: an abort record needs one, so the receiver is not told */
+        log_msg(p->log, LOG_WARN, "%s: the stream stopped during a break: the receiver cannot "
+                "be told, and fails only once its --reconnect has passed", o->name);
     sync_lock(&p->lock);
     o->gap_secs += clock_now() - since;
     o->gap_since = 0;

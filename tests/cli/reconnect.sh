@@ -205,6 +205,23 @@ has_msg "$TMP/serr" "1 reconnection" "a black hole after the trailer: the sender
 same "$TMP/small" "$TMP/out" "a black hole after the trailer: whole"
 kill "$PPID_" 2>/dev/null
 
+# the producer fails while the connection is down (the proxy holds off
+# new connections for 8 s): no abort record can go, so the receiver fails
+# only once its --reconnect (2 s) has passed (a known limit, faults row
+# 273); the sender names the producer and says the receiver was not told
+rm -f "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 2 -o "$TMP/out"
+cut_proxy "$LPORT" 1 1000000 reset 8
+expect 3 "a producer that fails during a break" "$WEIR" --reconnect 30 -O "127.0.0.1:$PPORT" \
+    -- sh -c "head -c 3000000 '$TMP/small'; sleep 2; exit 1"
+has_msg "$TMP/err" "exited with status 1" "a producer that fails during a break: named"
+has_msg "$TMP/err" "the stream stopped during a break: the receiver cannot be told" \
+    "a producer that fails during a break: the sender says the receiver was not told"
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 5 ] || { cat "$TMP/lerr"; fail "a producer that fails during a break: receiver exit $STATUS"; }
+has_msg "$TMP/lerr" "the sender did not come back within 2 s" "...: the receiver gives up after its window"
+kill "$PPID_" 2>/dev/null
+
 # a black hole before the receiver named the session (1 byte of the
 # sender's passes): no break this early can be resumed, and the sender says
 # that, not a bare "Connection timed out"
