@@ -9,14 +9,7 @@
 # and the sender, back on the mended link, found nobody: exit 5 with the
 # data whole.)
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" -eq 0 ] || fail "network namespaces need root"
-A=weirHA$$ B=weirHB$$
-netns_cleanup() { ip netns del "$A" 2>/dev/null; ip netns del "$B" 2>/dev/null; cleanup; }
-trap netns_cleanup EXIT
-ip netns add "$A" && ip netns add "$B" || fail "cannot create network namespaces"
-ip link add "ha$$" netns "$A" type veth peer name "hb$$" netns "$B" || fail "cannot create a veth pair"
-ip -n "$A" addr add 10.78.0.1/24 dev "ha$$" && ip -n "$A" link set "ha$$" up && ip -n "$A" link set lo up
-ip -n "$B" addr add 10.78.0.2/24 dev "hb$$" && ip -n "$B" link set "hb$$" up && ip -n "$B" link set lo up
+two_hosts 10.78.0
 gen "$TMP/in" 3000017 random
 
 ip netns exec "$B" "$WEIR" -I 10.78.0.1:0 --reconnect 60 \
@@ -30,9 +23,9 @@ SPID=$!
 PIDS+=("$SPID")
 # the whole stream is in (the consumer has it): the link goes before the answer
 wait_size "$TMP/out" 3000016 30
-ip -n "$A" link set "ha$$" down || fail "link down"
+ip -n "$A" link set "$VA" down || fail "link down"
 wait_for "$TMP/serr" "reconnecting for up to" 30
-ip -n "$A" link set "ha$$" up || fail "link up"
+ip -n "$A" link set "$VA" up || fail "link up"
 wait_bounded "$SPID" 60
 sst=$STATUS
 wait_bounded "$LPID" 60

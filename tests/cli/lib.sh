@@ -175,3 +175,19 @@ start_sshd() {
     RWEIR=$TMP/weir
     ln -s "$WEIR" "$RWEIR"
 }
+
+# two_hosts NET: two network namespaces, $A (NET.1) and $B (NET.2), joined
+# by a veth pair whose ends are $VA and $VB; both go when the test ends.
+# NET is the first three numbers of a /24 no other test uses.
+two_hosts() {
+    [ "$(id -u)" -eq 0 ] || fail "network namespaces need root"
+    A=weirA$$ B=weirB$$ VA=va$$ VB=vb$$
+    trap 'ip netns del "$A" 2>/dev/null; ip netns del "$B" 2>/dev/null; cleanup' EXIT
+    ip netns add "$A" && ip netns add "$B" || fail "cannot create network namespaces"
+    ip link add "$VA" netns "$A" type veth peer name "$VB" netns "$B" ||
+        fail "cannot create a veth pair"
+    ip -n "$A" addr add "$1.1/24" dev "$VA" && ip -n "$A" link set "$VA" up &&
+        ip -n "$A" link set lo up || fail "cannot set up host A"
+    ip -n "$B" addr add "$1.2/24" dev "$VB" && ip -n "$B" link set "$VB" up &&
+        ip -n "$B" link set lo up || fail "cannot set up host B"
+}

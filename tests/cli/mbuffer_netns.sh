@@ -6,16 +6,9 @@
 # sender is refused (by the real mbuffer as by weir, which says why), and the
 # same line with the sender's address works.
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" -eq 0 ] || fail "network namespaces need root"
 REAL_MBUFFER=$(command -v mbuffer) || fail "mbuffer is not installed (scripts/deps.sh installs it)"
 command -v socat >/dev/null || fail "socat is not installed (scripts/deps.sh installs it)"
-A=weirA$$ B=weirB$$
-netns_cleanup() { ip netns del "$A" 2>/dev/null; ip netns del "$B" 2>/dev/null; cleanup; }
-trap netns_cleanup EXIT
-ip netns add "$A" && ip netns add "$B" || fail "cannot create network namespaces"
-ip link add "va$$" netns "$A" type veth peer name "vb$$" netns "$B" || fail "cannot create a veth pair"
-ip -n "$A" addr add 10.77.0.1/24 dev "va$$" && ip -n "$A" link set "va$$" up && ip -n "$A" link set lo up
-ip -n "$B" addr add 10.77.0.2/24 dev "vb$$" && ip -n "$B" link set "vb$$" up && ip -n "$B" link set lo up
+two_hosts 10.77.0
 mkdir "$TMP/bin"
 ln -s "$(readlink -f "$WEIR")" "$TMP/bin/mbuffer"
 MB=$TMP/bin/mbuffer
