@@ -8,7 +8,7 @@
 # which would hide the interval).
 . "$(dirname "$0")/lib.sh"
 SIZE=$(sized 100000000 50000000)
-RATE=$(sized 60M 30M)
+RATE=$(sized 60M 10M)   # well under what the sender sends, sanitized or not
 gen "$TMP/in" "$SIZE" random
 "$WEIR" -q --genkey "$TMP/key" --key-id t || fail "--genkey"
 MIB=1048576
@@ -59,7 +59,9 @@ recorded "regular file" file
 [ "$(bit 4)" -eq 1 ] && [ "$(bit 5)" -eq 1 ] ||
     fail "regular file: features $FEATURES, want bits 4 and 5"
 ok "a regular file's sender offers to resume and says it reads again (bits 4 and 5)"
-[ "$GAP" -ge $((16 * MIB)) ] && [ "$GAP" -le $((33 * MIB)) ] ||
+# an idle connection is confirmed at once, so some steps may be shorter;
+# one of more than twice 4 MiB is enough to tell 32 MiB from 4
+[ "$GAP" -gt $((9 * MIB)) ] && [ "$GAP" -le $((33 * MIB)) ] ||
     fail "regular file: the largest step between confirmations is $GAP bytes"
 ok "its receiver confirms every 32 MiB (largest step $GAP bytes)"
 
