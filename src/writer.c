@@ -1734,7 +1734,13 @@ void *writer_main(void *arg)
      * when the connection is shut down below */
     if (rc == STEP_FAIL)
         output_fail(o, &e);
-    bool told = rc != STEP_OK && writer_abort(o);
+    /* a receiver that answered (a failure of its own) is closed on in
+     * order: a reset would take back the acknowledgement of its answer,
+     * which is how it knows the answer arrived (reader.c, answer_delivered) */
+    sync_lock(&p->lock);
+    bool answered = o->status_received;
+    sync_unlock(&p->lock);
+    bool told = rc != STEP_OK && (answered || writer_abort(o));
     int closed = writer_close(o, rc, told, &e);
     if (closed == STEP_FAIL && rc == STEP_OK)
         output_fail(o, &e);

