@@ -1219,41 +1219,17 @@ static void main_loop(struct pipeline *p, const struct weir_observer *obs)
 }
 
 /* The wait for a sender to come back for its answer runs on the main
- * thread once its loop is over: a thread watches for the signals the loop
- * would have taken, so that one ends the wait at once (it was up to 35 s). */
-struct answer_watch {
-    atomic_bool halt, done;
-    atomic_int sig;
-};
-
-static void *answer_watch_main(void *arg)
-{
-    struct answer_watch *w = arg;
-    while (!atomic_load(&w->done)) {
-        int sig = sync_pending_stop();
-        if (sig) {
-            atomic_store(&w->sig, sig);
-            atomic_store(&w->halt, true);
-            return NULL;
-        }
-        struct timespec ts = {0, 50 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    return NULL;
-}
-
+ * thread once its loop is over: a stop watch takes the place of the loop's
+ * signals, so that one ends the wait at once (it was up to 35 s). */
 static void answer_home(struct pipeline *p, bool sent, int code, const char *msg)
 {
     if (!p->answer_home)
         return;
-    struct answer_watch w = {.halt = false, .done = false, .sig = 0};
-    pthread_t th;
+    struct sync_stop_watch w = {.halt = false, .sig = 0, .running = false};
     struct weir_error err;
-    bool watching = sync_create(&th, answer_watch_main, &w, &err) == 0;
+    (void)sync_stop_watch_start(&w, &err);   /* without it the wait keeps its own bound */
     reader_answer_home(p, sent, code, msg, &w.halt);
-    atomic_store(&w.done, true);
-    if (watching)
-        sync_join(th);
+    sync_stop_watch_end(&w);
     int sig = atomic_load(&w.sig);
     if (sig) {
         /* taken here, as the loop would have: the transfer was interrupted */

@@ -1150,8 +1150,8 @@ static void take_back_for_answer(struct pipeline *p)
 }
 
 /* Whether the answer just sent reached the sender's host: every byte this
- * end wrote on the connection, the answer and the end of this direction,
- * acknowledged by the sender's TCP within ANSWER_READ_MS.  The sender's own
+ * end wrote on the connection, the answer last, acknowledged by the
+ * sender's TCP within ANSWER_READ_MS.  The sender's own
  * end of file proves nothing here: it half-closed after its trailer, long
  * before the answer.  A connection that is not a socket (a relay) is
  * taken as delivered once its other end closes.  halt ends the wait. */

@@ -102,12 +102,10 @@ struct remote {
     char *argv[REMOTE_ARGS_MAX + 16];
     bool refused;                    /* the local end was told why it cannot start */
     /* both, while no engine runs yet (its signals are blocked and not yet
-     * taken): a thread sets halt when SIGINT, SIGTERM or SIGHUP is pending,
-     * and every wait of the start gives up for it */
-    atomic_bool halt, starting;
-    atomic_int halt_sig;
-    pthread_t halt_thread;
-    bool halt_started;
+     * taken): halt.halt is set when SIGINT, SIGTERM or SIGHUP is pending,
+     * and every wait of the start (ssh, the conversation, the data's
+     * connection) gives up for it */
+    struct sync_stop_watch halt;
     /* both: the thread that watches the ssh channel while the engine runs */
     struct weir_engine *engine;
     int wake[2];
@@ -128,47 +126,10 @@ struct reader {
     atomic_bool *halt;       /* set: the wait gives up (ECANCELED) */
 };
 
-static void *halt_main(void *arg)
-{
-    struct remote *r = arg;
-    while (atomic_load(&r->starting)) {
-        /* waiting for the engine, which takes them once it runs
-         * (weir_signals_block): a wait before then gives up for it */
-        int sig = sync_pending_stop();
-        if (sig) {
-            atomic_store(&r->halt_sig, sig);
-            atomic_store(&r->halt, true);
-            return NULL;
-        }
-        struct timespec ts = {0, 50 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    return NULL;
-}
-
-/* The start's waits (ssh, the conversation, the data's connection) heed
- * the signals the engine will take once it runs. */
-static int halt_watch(struct remote *r, struct weir_error *err)
-{
-    atomic_store(&r->starting, true);
-    if (sync_create(&r->halt_thread, halt_main, r, err))
-        return -1;
-    r->halt_started = true;
-    return 0;
-}
-
-static void halt_unwatch(struct remote *r)
-{
-    atomic_store(&r->starting, false);
-    if (r->halt_started)
-        pthread_join(r->halt_thread, NULL);
-    r->halt_started = false;
-}
-
 /* A start given up for a signal: the status the engine would give it. */
 static int halted(struct remote *r, const char *what, struct weir_error *err)
 {
-    int sig = atomic_load(&r->halt_sig);
+    int sig = atomic_load(&r->halt.sig);
     const char *name = sigabbrev_np(sig);
     return error_set(err, WEIR_EXIT_SIGNAL + sig, "interrupted by SIG%s while %s",
                      name ? name : "?", what);
@@ -530,7 +491,7 @@ static int accept_one(struct remote *r, struct tcp_listener *l, const char *want
             return -1;
         }
         if (atomic_load(stop)) {
-            if (stop == &r->halt)
+            if (stop == &r->halt.halt)
                 halted(r, "waiting for the data's connection", err);
             else
                 error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "%s", name);
@@ -590,7 +551,7 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
                  : "%s %s:%s (direct)", host, r->addr, r->port);
         struct weir_error cerr;
         int fd;
-        if (tcp_connect(r->addr, r->port, &ts, &r->halt, r->log, r->data_name, &fd, &cerr) ==
+        if (tcp_connect(r->addr, r->port, &ts, &r->halt.halt, r->log, r->data_name, &fd, &cerr) ==
             0) {
             if (put_all(r->ctl_out, "via direct\n", 11) != 0) {
                 close(fd);
@@ -599,9 +560,9 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
             r->data_fd = fd;
             return 0;
         }
-        if (atomic_load(&r->halt) || o->ssh_path == SSH_PATH_DIRECT) {
+        if (atomic_load(&r->halt.halt) || o->ssh_path == SSH_PATH_DIRECT) {
             (void)put_all(r->ctl_out, "via none\n", 9);
-            if (atomic_load(&r->halt))
+            if (atomic_load(&r->halt.halt))
                 return halted(r, "making the direct connection", err);
             return error_set(err, WEIR_EXIT_NETWORK, "%s (--ssh-direct: not through ssh)",
                              cerr.msg);
@@ -615,7 +576,7 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
     if (strcmp(what, "direct") == 0 && r->back.fd >= 0) {
         snprintf(r->data_name, sizeof r->data_name, "%s %s (direct, connected back)", host,
                  r->back.addr);
-        int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->halt,
+        int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->halt.halt,
                             &r->data_fd, r->data_name, err);
         if (rc == 0)
             r->keep = r->back;   /* to be found again there */
@@ -694,7 +655,7 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     if (rc != 0)
         return no_answer(r, e, err);
     struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REMOTE_START_SECS,
-                        .halt = &r->halt};
+                        .halt = &r->halt.halt};
     char line[1024];
     long got = get_line(&rd, line, sizeof line);
     if (got < 0 && errno == ECANCELED) {
@@ -856,9 +817,9 @@ static struct remote *remote_alloc(struct weir_log *log)
     r->wake[0] = r->wake[1] = r->relay[0] = r->relay[1] = -1;
     r->back.fd = r->keep.fd = -1;
     atomic_init(&r->err_stop, false);
-    atomic_init(&r->halt, false);
-    atomic_init(&r->starting, false);
-    atomic_init(&r->halt_sig, 0);
+    atomic_init(&r->halt.halt, false);
+    atomic_init(&r->halt.running, false);
+    atomic_init(&r->halt.sig, 0);
     sync_mutex_init(&r->lock);
     return r;
 }
@@ -958,7 +919,7 @@ int remote_relay(struct remote *r)
 static int read_request(struct remote *r, struct weir_error *err)
 {
     struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS,
-                        .halt = &r->halt};
+                        .halt = &r->halt.halt};
     r->request = keyfile_secret_alloc(REMOTE_REQUEST_MAX);
     if (!r->request)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server: request");
@@ -1148,10 +1109,10 @@ static int server_data(struct remote *r, struct weir_error *err)
                  ? "the local weir [%s]:%s (connected back)" : "the local weir %s:%s "
                  "(connected back)", r->peer, port);
         struct weir_error cerr;
-        if (tcp_connect(r->peer, port, &ts, &r->halt, r->log, r->data_name, &r->data_fd,
+        if (tcp_connect(r->peer, port, &ts, &r->halt.halt, r->log, r->data_name, &r->data_fd,
                         &cerr) == 0) {
             what = "direct";
-        } else if (atomic_load(&r->halt)) {
+        } else if (atomic_load(&r->halt.halt)) {
             return halted(r, "connecting back", err);
         } else if (r->path == SSH_PATH_DIRECT) {
             *err = cerr;
@@ -1200,11 +1161,11 @@ static int server_data(struct remote *r, struct weir_error *err)
     }
     if (l.fd >= 0) {
         struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS,
-                            .halt = &r->halt};
+                            .halt = &r->halt.halt};
         long len = get_line(&rd, line, sizeof line);
         if (len >= 0 && strcmp(line, "via direct") == 0) {
             snprintf(r->data_name, sizeof r->data_name, "the local weir %s (direct)", r->peer);
-            int rc = accept_one(r, &l, r->peer, 2 * DIRECT_SECS, 600, &r->halt, &r->data_fd,
+            int rc = accept_one(r, &l, r->peer, 2 * DIRECT_SECS, 600, &r->halt.halt, &r->data_fd,
                                 r->data_name, err);
             if (rc == 0) {
                 r->keep = l;   /* to be found again there */
@@ -1270,10 +1231,10 @@ int remote_server_new(struct remote **out, struct weir_log *log, struct weir_opt
     close(null);
     if (pipe2(r->wake, O_CLOEXEC) != 0)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: pipe");
-    if (halt_watch(r, err))
+    if (sync_stop_watch_start(&r->halt, err))
         return -1;
     int rc = serve_start(r, o, err);
-    halt_unwatch(r);
+    sync_stop_watch_end(&r->halt);
     return rc;
 }
 
@@ -1291,7 +1252,7 @@ static int serve_start(struct remote *r, struct weir_options *o, struct weir_err
                                   .io_timeout = 600};
         snprintf(r->data_name, sizeof r->data_name, "the transfer's weir at %s:%s",
                  r->rejoin_addr, r->rejoin_port);
-        if (tcp_connect(r->rejoin_addr, r->rejoin_port, &ts, &r->halt, r->log, r->data_name,
+        if (tcp_connect(r->rejoin_addr, r->rejoin_port, &ts, &r->halt.halt, r->log, r->data_name,
                         &r->data_fd, err)) {
             remote_refuse(r, err->status, err->msg);
             return -1;
@@ -1490,10 +1451,10 @@ int remote_configure(struct remote *r, struct weir_config *c, struct weir_error 
             log_msg(r->log, LOG_INFO, "ssh %s: --connect-back: listening on %s", r->o->ssh_host,
                     r->back.addr);
         }
-        if (halt_watch(r, err))
+        if (sync_stop_watch_start(&r->halt, err))
             return -1;
         int rc = spawn_ssh(r, true, err) || handshake(r, back, err) ? -1 : 0;
-        halt_unwatch(r);
+        sync_stop_watch_end(&r->halt);
         if (rc)
             return -1;
     }
@@ -1670,7 +1631,7 @@ void remote_free(struct remote *r)
     if (r->err_started)
         pthread_join(r->err_thread, NULL);
     unwatch(r);
-    halt_unwatch(r);
+    sync_stop_watch_end(&r->halt);
     if (r->data_fd >= 0)   /* never handed to an engine */
         close(r->data_fd);
     r->data_fd = -1;

@@ -123,6 +123,39 @@ int sync_pending_stop(void)
     return 0;
 }
 
+static void *stop_watch_main(void *arg)
+{
+    struct sync_stop_watch *w = arg;
+    while (atomic_load(&w->running)) {
+        int sig = sync_pending_stop();
+        if (sig) {
+            atomic_store(&w->sig, sig);
+            atomic_store(&w->halt, true);
+            return NULL;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+int sync_stop_watch_start(struct sync_stop_watch *w, struct weir_error *err)
+{
+    atomic_store(&w->running, true);
+    if (sync_create(&w->thread, stop_watch_main, w, err))
+        return -1;
+    w->started = true;
+    return 0;
+}
+
+void sync_stop_watch_end(struct sync_stop_watch *w)
+{
+    atomic_store(&w->running, false);
+    if (w->started)
+        sync_join(w->thread);
+    w->started = false;
+}
+
 double clock_now(void)
 {
     struct timespec ts;

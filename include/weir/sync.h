@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
 
@@ -59,6 +60,20 @@ void sync_sigmask_at(int how, const sigset_t *set, sigset_t *old, const char *fi
  * not yet taken by the main thread): its number, or 0.  For waits that run
  * where the main thread cannot take signals. */
 int sync_pending_stop(void);
+
+/* A thread that, between sync_stop_watch_start and _end, sets halt (and
+ * sig) once sync_pending_stop finds a signal, looking every 50 ms: the
+ * stop flag of waits that run while no thread takes signals.  Zero it
+ * before the first start; halt and sig stay set across later starts. */
+struct sync_stop_watch {
+    atomic_bool halt;     /* set once a signal is pending */
+    atomic_int sig;       /* which */
+    atomic_bool running;  /* between start and end */
+    pthread_t thread;
+    bool started;         /* the owner's */
+};
+int sync_stop_watch_start(struct sync_stop_watch *w, struct weir_error *err);
+void sync_stop_watch_end(struct sync_stop_watch *w);
 
 /* Monotonic clock helpers. */
 double clock_now(void);                       /* seconds, monotonic */
