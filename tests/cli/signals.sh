@@ -67,4 +67,19 @@ for sig in TERM HUP; do
     [ "$STATUS" -eq "$want" ] || { cat "$TMP/gerr"; fail "SIG$sig to the group: exit $STATUS, want $want"; }
     has_msg "$TMP/gerr" "interrupted by SIG$sig" "SIG$sig to the group, the producer's death seen first: exit $want"
 done
+# SIGINT to a receiver that waits for its sender to come back for the answer
+# (the sender killed after its trailer, while the consumer worked): that wait
+# runs after the engine's loop, and took no signal for up to 35 s
+gen "$TMP/home" 3000000 random
+rm -f "$TMP/home.out"
+listen /dev/null "$TMP/lerr" --reconnect 60 -- sh -c "cat >'$TMP/home.out'; sleep 2"
+bg "$WEIR" --reconnect 60 -i "$TMP/home" -O "127.0.0.1:$LPORT" 2>"$TMP/serr"
+wait_size "$TMP/home.out" 2999999 20
+kill -9 "$BPID"
+wait_for "$TMP/lerr" "before the sender had the answer; waiting up to" 20
+kill -INT "$LPID"
+wait_bounded "$LPID" 3
+[ "$STATUS" -eq 130 ] || { cat "$TMP/lerr"; fail "SIGINT while waiting for the answer to go home: exit $STATUS"; }
+ok "SIGINT while the receiver waits for its sender to come back for the answer: 130 at once"
+
 done_testing
