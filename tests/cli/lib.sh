@@ -153,6 +153,25 @@ weir_stream() {
     tail -c +33 "$TMP/ws.rec" >"$out"   # the greeting: 32 bytes
 }
 
+# split_options ARGS...: the arguments before "--" go to the array SOPTS
+# (a sender's options), those after it to ROPTS (a receiver's)
+split_options() {
+    SOPTS=() ROPTS=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do SOPTS+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    ROPTS=("$@")
+}
+
+# both_exit_0 LABEL SPID: the sender SPID and the listener LPID (started
+# with listen) both end within 60 s, with status 0
+both_exit_0() {
+    wait_bounded "$2" 60
+    local sst=$STATUS
+    wait_bounded "$LPID" 60
+    [ "$sst" -eq 0 ] && [ "$STATUS" -eq 0 ] ||
+        { cat "$TMP/serr" "$TMP/lerr"; fail "$1: sender exit $sst, receiver exit $STATUS"; }
+}
+
 # bg CMD...: run in the background; sets BPID
 bg() {
     "$@" &

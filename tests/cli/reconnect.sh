@@ -37,9 +37,8 @@ resume() {
     local label=$1 cuts=$2 every=$3 mode=$4
     shift 4
     local sopts=() ropts=()
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do sopts+=("$1"); shift; done
-    [ $# -gt 0 ] && shift
-    ropts=("$@")
+    split_options "$@"
+    sopts=("${SOPTS[@]}") ropts=("${ROPTS[@]}")
     rm -f "$TMP/out"
     listen "$TMP/rout" "$TMP/lerr" --reconnect 60 "${ropts[@]}"
     cut_proxy "$LPORT" "$cuts" "$every" "$mode"
@@ -107,9 +106,8 @@ resume "-s 4k -m 8M, reset 5 times" 5 $((SIZE / 37)) reset -s 4k -m 8M -- -o "$T
 idle_breaks() {
     local label=$1 every=$2 sopts=() ropts=()
     shift 2
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do sopts+=("$1"); shift; done
-    [ $# -gt 0 ] && shift
-    ropts=("$@")
+    split_options "$@"
+    sopts=("${SOPTS[@]}") ropts=("${ROPTS[@]}")
     head -c 2000017 "$TMP/in" >"$TMP/in2"
     listen "$TMP/out" "$TMP/lerr" --reconnect 60 "${ropts[@]}"
     cut_proxy "$LPORT" 2 "$every" reset 0 --down

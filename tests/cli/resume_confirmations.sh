@@ -20,9 +20,8 @@ MIB=1048576
 recorded() {
     local label=$1 from=$2 sopts=() ropts=()
     shift 2
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do sopts+=("$1"); shift; done
-    [ $# -gt 0 ] && shift
-    ropts=("$@")
+    split_options "$@"
+    sopts=("${SOPTS[@]}") ropts=("${ROPTS[@]}")
     listen "$TMP/out" "$TMP/lerr" -r "$RATE" "${ropts[@]}"
     rm -f "$TMP/px" "$TMP/up" "$TMP/down"
     "$TESTTOOL" proxy "$LPORT" record 0 0 "$TMP/up" "$TMP/down" >"$TMP/px" &

@@ -21,16 +21,10 @@ stopped_for() {
 
 # mid-stream: the sender paced by -R, stopped a second in
 listen "$TMP/out" "$TMP/lerr" --reconnect 60
-"$WEIR" --reconnect 60 -R 1M -i "$TMP/in" -O "127.0.0.1:$LPORT" 2>"$TMP/serr" &
-SPID=$!
-PIDS+=("$SPID")
+bg "$WEIR" --reconnect 60 -R 1M -i "$TMP/in" -O "127.0.0.1:$LPORT" 2>"$TMP/serr"
 wait_size "$TMP/out" 500000 20
-stopped_for "$SPID" "$STOP_SECS"
-wait_bounded "$SPID" 60
-sst=$STATUS
-wait_bounded "$LPID" 60
-[ "$sst" -eq 0 ] && [ "$STATUS" -eq 0 ] ||
-    { cat "$TMP/serr" "$TMP/lerr"; fail "stopped mid-stream: sender exit $sst, receiver exit $STATUS"; }
+stopped_for "$BPID" "$STOP_SECS"
+both_exit_0 "stopped mid-stream" "$BPID"
 same "$TMP/in" "$TMP/out" "stopped mid-stream for $STOP_SECS s: both exit 0, whole"
 ! grep -q "reconnect" "$TMP/serr" ||
     { cat "$TMP/serr"; fail "stopped mid-stream: the sender took the pause for a break"; }
@@ -40,9 +34,8 @@ ok "stopped mid-stream: the receiver's keepalives were waiting, no reconnection"
 # while the sender is stopped
 rm -f "$TMP/out"
 listen /dev/null "$TMP/lerr" --reconnect 60 -- sh -c "cat >'$TMP/out'; sleep 2"
-"$WEIR" --reconnect 60 -i "$TMP/in" -O "127.0.0.1:$LPORT" 2>"$TMP/serr" &
-SPID=$!
-PIDS+=("$SPID")
+bg "$WEIR" --reconnect 60 -i "$TMP/in" -O "127.0.0.1:$LPORT" 2>"$TMP/serr"
+SPID=$BPID
 wait_size "$TMP/out" 2999999 20
 kill -STOP "$SPID" || fail "SIGSTOP"
 wait_bounded "$LPID" 30
