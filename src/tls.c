@@ -3,7 +3,10 @@
 
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +17,9 @@ struct tls_context {
     SSL_CTX *ctx;
     const struct keyring *ring;   /* the receiver's keys */
     const struct key *key;        /* the sender's key */
+    struct key *decoy;            /* the receiver's answer to an unknown identity: a
+                                   * random key in secret memory, so that an unknown
+                                   * identity fails exactly as a wrong key does */
     bool server;
 };
 
@@ -23,6 +29,7 @@ struct tls_handshake {
     struct tls_context *c;
     char identity[KEY_ID_MAX + 1];
     bool unknown;                 /* the server did not know the identity */
+    bool certificate;             /* the peer offered a certificate (refused) */
     /* the peer's TLS record headers, checked as TLS consumes them
      * (check_records): a copy of what is fed and not yet consumed */
     unsigned char held[65536];
@@ -82,7 +89,9 @@ static int client_psk(SSL *ssl, const EVP_MD *md, const unsigned char **id, size
 {
     struct tls_handshake *h = SSL_get_app_data(ssl);
     const struct key *k = h->c->key;
-    if (md && md != EVP_sha256()) {
+    /* by name: after a HelloRetryRequest OpenSSL passes a fetched digest,
+     * not the one EVP_sha256() returns */
+    if (md && !EVP_MD_is_a(md, "SHA256")) {
         *sess = NULL;   /* the server picked another hash: no PSK for it */
         return 1;
     }
@@ -101,18 +110,43 @@ static int server_psk(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSI
     const struct key *k = keyfile_find(h->c->ring, (const char *)id, idlen);
     *sess = NULL;
     if (!k) {
-        /* an unknown identity: no PSK, and so no handshake; it is public,
-         * and says who was refused (only what an identity may contain) */
+        /* an unknown identity: the handshake goes on under the decoy, whose
+         * binder cannot verify, so the peer sees the alert a wrong key gets
+         * and cannot tell which identities exist; the log names who was
+         * refused (only what an identity may contain) */
         h->unknown = true;
         size_t n = 0;
         for (size_t i = 0; i < idlen && n < KEY_ID_MAX; i++)
             h->identity[n++] = keyfile_valid_id((const char *)id + i, 1) ? (char)id[i] : '?';
         h->identity[n] = '\0';
-        return 1;
+        k = h->c->decoy;
+    } else {
+        snprintf(h->identity, sizeof h->identity, "%s", k->id);
     }
-    snprintf(h->identity, sizeof h->identity, "%s", k->id);
     *sess = psk_session(ssl, k);
     return *sess ? 1 : 0;
+}
+
+/* Only the key authenticates: a certificate, whoever signed it, ends the
+ * handshake on the spot (the client would otherwise accept any, since
+ * OpenSSL's default is not to verify). */
+static int refuse_certificate(int preverified, X509_STORE_CTX *store)
+{
+    (void)preverified;
+    SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
+    struct tls_handshake *h = ssl ? SSL_get_app_data(ssl) : NULL;
+    if (h)
+        h->certificate = true;
+    return 0;
+}
+
+/* A finished handshake counts only if the external PSK authenticated it:
+ * the session is the PSK's (resumed from it), it names a key this end
+ * knows, and no certificate took part. */
+static bool proved_by_key(const struct tls_handshake *h)
+{
+    return SSL_session_reused(h->ssl) == 1 && SSL_get0_peer_certificate(h->ssl) == NULL &&
+           !h->certificate && !h->unknown && h->identity[0] != '\0';
 }
 
 int tls_context_new(struct tls_context **out, const struct keyring *ring, const struct key *key,
@@ -131,10 +165,21 @@ int tls_context_new(struct tls_context **out, const struct keyring *ring, const 
     SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_max_early_data(ctx, 0);
-    if (server)
+    if (server) {
         SSL_CTX_set_psk_find_session_callback(ctx, server_psk);
-    else
+    } else {
         SSL_CTX_set_psk_use_session_callback(ctx, client_psk);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, refuse_certificate);
+    }
+    if (server) {
+        c->decoy = keyfile_secret_alloc(sizeof *c->decoy);
+        if (!c->decoy || RAND_priv_bytes(c->decoy->secret, KEY_BYTES) != 1) {
+            keyfile_secret_free(c->decoy, sizeof *c->decoy);
+            SSL_CTX_free(ctx);
+            OPENSSL_free(c);
+            return error_set(err, WEIR_EXIT_INTERNAL, "encryption: no random decoy key");
+        }
+    }
     c->ctx = ctx;
     c->ring = ring;
     c->key = key;
@@ -148,6 +193,7 @@ void tls_context_free(struct tls_context *c)
     if (!c)
         return;
     SSL_CTX_free(c->ctx);
+    keyfile_secret_free(c->decoy, sizeof *c->decoy);
     OPENSSL_free(c);
 }
 
@@ -193,6 +239,10 @@ static int failed(struct tls_handshake *h, struct weir_error *err)
     int reason = ERR_GET_REASON(e);
     const char *why = ERR_reason_error_string(e);
     ERR_clear_error();
+    if (!h->c->server && h->certificate)
+        return error_set(err, WEIR_EXIT_NETWORK, "the listener did not prove that it holds the "
+                         "key '%s' (it offered a certificate instead): refusing to send",
+                         h->c->key->id);
     if (h->c->server && (h->unknown || !h->identity[0]))
         return error_set(err, WEIR_EXIT_NETWORK, "the sender's key '%s' is not in the key file",
                          h->identity[0] ? h->identity : "?");
@@ -219,6 +269,12 @@ int tls_step(struct tls_handshake *h, const unsigned char *in, size_t n, unsigne
         return error_set(err, WEIR_EXIT_INTERNAL, "encryption: out of memory"), TLS_FAILED;
     int r = SSL_do_handshake(h->ssl);
     int rc = r == 1 ? TLS_DONE : TLS_WANT;
+    if (rc == TLS_DONE && !proved_by_key(h)) {
+        ERR_clear_error();
+        *outlen = 0;
+        return error_set(err, WEIR_EXIT_NETWORK, "the %s did not prove that it holds the key",
+                         h->c->server ? "sender" : "listener"), TLS_FAILED;
+    }
     if (r != 1) {
         int e = SSL_get_error(h->ssl, r);
         if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
