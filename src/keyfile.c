@@ -1,5 +1,6 @@
 /* keyfile.c - see include/weir/keyfile.h. */
 #include "weir/keyfile.h"
+#include "weir/secret.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,34 +11,11 @@
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define KEYFILE_MAX_BYTES (64 << 10)
 #define KEY_B64 44   /* base64 of 32 bytes, with its one '=' */
-
-/* Memory for secrets: kept out of swap (mlock, where the limit allows) and
- * out of core dumps (MADV_DONTDUMP), and wiped before it is unmapped. */
-void *keyfile_secret_alloc(size_t n)
-{
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    (void)madvise(p, n, MADV_DONTDUMP);
-    (void)mlock(p, n);   /* a hint: RLIMIT_MEMLOCK may refuse it */
-    return p;
-}
-
-void keyfile_secret_free(void *p, size_t n)
-{
-    if (!p)
-        return;
-    OPENSSL_cleanse(p, n);
-    munlock(p, n);
-    munmap(p, n);
-}
 
 int keyfile_valid_id(const char *s, size_t len)
 {
@@ -172,18 +150,17 @@ const struct key *keyfile_find(const struct keyring *ring, const char *id, size_
     return NULL;
 }
 
-/* The locked allocation for a ring's keys; the process stops being dumpable
- * first, since OpenSSL keeps copies of keys we cannot wipe. */
+/* The locked allocation for a ring's keys (secret.h: the process stops
+ * being dumpable first). */
 static int ring_alloc(struct keyring *ring, const char *path, struct weir_error *err)
 {
     memset(ring, 0, sizeof *ring);
-    if (prctl(PR_SET_DUMPABLE, 0) != 0)
-        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "prctl PR_SET_DUMPABLE");
     ring->mapped = sizeof(struct key) * KEYFILE_MAX_KEYS;
-    ring->keys = keyfile_secret_alloc(ring->mapped);
+    ring->keys = secret_alloc(ring->mapped);
     if (!ring->keys) {
+        int e = errno;
         ring->mapped = 0;
-        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "key file %s", path);
+        return error_sys(err, WEIR_EXIT_INTERNAL, e, "key file %s", path);
     }
     return 0;
 }
@@ -215,7 +192,7 @@ int keyfile_load(struct keyring *ring, const char *path, const char *want_id,
 {
     if (ring_alloc(ring, path, err))
         return -1;
-    char *text = keyfile_secret_alloc(KEYFILE_MAX_BYTES);
+    char *text = secret_alloc(KEYFILE_MAX_BYTES);
     if (!text) {
         keyfile_free(ring);
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "key file %s", path);
@@ -224,7 +201,7 @@ int keyfile_load(struct keyring *ring, const char *path, const char *want_id,
     int rc = read_file(path, text, KEYFILE_MAX_BYTES, &len, err);
     if (rc == 0)
         rc = parse(ring, path, text, len, err);
-    keyfile_secret_free(text, KEYFILE_MAX_BYTES);
+    secret_free(text, KEYFILE_MAX_BYTES);
     return choose(ring, path, want_id, chosen, rc, err);
 }
 
@@ -249,7 +226,7 @@ int keyfile_new_text(char *buf, size_t cap, const char *id)
 
 void keyfile_free(struct keyring *ring)
 {
-    keyfile_secret_free(ring->keys, ring->mapped);
+    secret_free(ring->keys, ring->mapped);
     memset(ring, 0, sizeof *ring);
 }
 
@@ -271,7 +248,7 @@ int keyfile_generate(const char *path, const char *id, struct weir_error *err)
     if (!keyfile_valid_id(id, strlen(id)))
         return error_set(err, WEIR_EXIT_USAGE, "--key-id: '%s': an identity is 1 to %d of "
                          "A-Z a-z 0-9 . _ @ -", id, KEY_ID_MAX);
-    unsigned char *secret = keyfile_secret_alloc(4096);
+    unsigned char *secret = secret_alloc(4096);
     if (!secret)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "key file %s", path);
     char *line = (char *)secret + 64;
@@ -305,6 +282,6 @@ int keyfile_generate(const char *path, const char *id, struct weir_error *err)
     }
     rc = 0;
 out:
-    keyfile_secret_free(secret, 4096);
+    secret_free(secret, 4096);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "weir/linktest.h"
+#include "weir/secret.h"
 #include "weir/sync.h"
 
 #define PENDING_BUF 2048   /* a greeting and a header, or the first sealed record */
@@ -39,11 +40,16 @@ struct pending {
     bool trusted;              /* the ssh channel: its sender has no key, and needs none */
     uint64_t received;         /* every byte read from it, the handshake's too */
     struct tls_handshake *tls;
-    struct seal_session keys;
+    struct pending_secrets *sec;   /* with tls: secret memory (secret.h) */
     bool tester;               /* it greeted as a link tester (role 'T') */
     uint32_t features;         /* what its greeting offers */
     bool rejoin;               /* its first record asks to resume a session ('R') */
-    unsigned char secret[LINKTEST_SECRET_SIZE];   /* a keyed tester's, from the handshake */
+};
+
+/* What a waiting connection's handshake yields. */
+struct pending_secrets {
+    struct seal_session keys;
+    unsigned char secret[LINKTEST_SECRET_SIZE];   /* a keyed tester's */
 };
 
 struct admission {
@@ -79,6 +85,25 @@ static void refusal(struct admission *a, const char *fmt, const char *peer, cons
         a->unlogged++;
 }
 
+/* A waiting connection's TLS handshake and the secret memory for what it
+ * yields: 0, or -1 with err. */
+static int start_handshake(struct admission *a, struct pending *c, struct weir_error *err)
+{
+    c->sec = secret_alloc(sizeof *c->sec);
+    if (!c->sec)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "secret memory");
+    return tls_handshake_new(&c->tls, a->cfg->tls, err);
+}
+
+/* Its end: the handshake and the secrets go, wiped. */
+static void forget_handshake(struct pending *c)
+{
+    tls_handshake_free(c->tls);
+    c->tls = NULL;
+    secret_free(c->sec, sizeof *c->sec);
+    c->sec = NULL;
+}
+
 /* Tell a peer that may be a weir sender why it is refused, in an answer it
  * reads in place of a greeting or after it; a --raw listener never writes. */
 static void send_refusal(int fd, const char *msg)
@@ -108,10 +133,7 @@ static void drop(struct admission *a, struct pending *c, const char *fmt, const 
             (void)shutdown(c->fd, SHUT_WR);
         }
     }
-    tls_handshake_free(c->tls);
-    c->tls = NULL;
-    OPENSSL_cleanse(&c->keys, sizeof c->keys);
-    OPENSSL_cleanse(c->secret, sizeof c->secret);
+    forget_handshake(c);
     close(c->fd);
     c->fd = -1;
     a->count--;
@@ -121,10 +143,7 @@ static void drop(struct admission *a, struct pending *c, const char *fmt, const 
  * its descriptor does not. */
 static void release(struct admission *a, struct pending *c)
 {
-    tls_handshake_free(c->tls);
-    c->tls = NULL;
-    OPENSSL_cleanse(&c->keys, sizeof c->keys);
-    OPENSSL_cleanse(c->secret, sizeof c->secret);
+    forget_handshake(c);
     c->fd = -1;
     a->count--;
 }
@@ -319,7 +338,7 @@ static int judge_keys(struct admission *a, struct pending *c, const struct codec
         c->state = AWAIT_HEADER;
         return 0;
     }
-    if (tls_handshake_new(&c->tls, a->cfg->tls, err)) {
+    if (start_handshake(a, c, err)) {
         drop(a, c, "dropped connection from %s: %s", err->msg);
         return -1;
     }
@@ -345,12 +364,12 @@ static int serve_tester(struct admission *a, struct pending *c, const struct cod
     snprintf(name, sizeof name, "link test from %s", c->peer);
     struct transport t;
     transport_tcp(&t, c->fd, name);
-    if (keyed && transport_sealed(&t, &c->keys, false, 1, rest, nrest, &err)) {
+    if (keyed && transport_sealed(&t, &c->sec->keys, false, 1, rest, nrest, &err)) {
         transport_none(&t);
         drop(a, c, "dropped connection from %s: %s", err.msg);
         return -1;
     }
-    if (linktest_server_start(a->lt, &t, hello, keyed ? c->secret : NULL, &c->addr, c->peer,
+    if (linktest_server_start(a->lt, &t, hello, keyed ? c->sec->secret : NULL, &c->addr, c->peer,
                               keyed ? tls_identity(c->tls) : NULL, why, sizeof why))
         refusal(a, "refused a link test from %s: %s", c->peer, why);
     release(a, c);   /* the server has the descriptor, or closed it */
@@ -434,10 +453,10 @@ static int handshake(struct admission *a, struct pending *c, const unsigned char
     }
     if (st == TLS_WANT)
         return 0;
-    c->keys.epoch_records = a->cfg->epoch_records;
-    if (tls_export(c->tls, &c->keys, true, &err) ||
-        (c->tester && tls_export_bytes(c->tls, LINKTEST_EXPORT_LABEL, c->secret,
-                                       sizeof c->secret, &err))) {
+    c->sec->keys.epoch_records = a->cfg->epoch_records;
+    if (tls_export(c->tls, &c->sec->keys, true, &err) ||
+        (c->tester && tls_export_bytes(c->tls, LINKTEST_EXPORT_LABEL, c->sec->secret,
+                                       sizeof c->sec->secret, &err))) {
         drop(a, c, "dropped connection from %s: %s", err.msg);
         return -1;
     }
@@ -470,7 +489,7 @@ static int judge_record(struct admission *a, struct pending *c)
     unsigned char plain[FIRST_RECORD_MAX];
     size_t plen = 0;
     unsigned flags;
-    int ok = sealer_init(&rx, &c->keys.to_receiver, c->keys.epoch_records, &err) == 0 &&
+    int ok = sealer_init(&rx, &c->sec->keys.to_receiver, c->sec->keys.epoch_records, &err) == 0 &&
              open_record(&rx, 0, c->buf, len, plain, &plen, &flags) == 0;
     sealer_free(&rx);
     struct codec_record r;
@@ -517,7 +536,7 @@ static int judge_tester(struct admission *a, struct pending *c, const struct cod
         }
         if (theirs) {
             struct weir_error err;
-            if (tls_handshake_new(&c->tls, a->cfg->tls, &err)) {
+            if (start_handshake(a, c, &err)) {
                 drop(a, c, "dropped connection from %s: %s", err.msg);
                 return -1;
             }
@@ -732,9 +751,9 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
         size_t len = SEAL_HEADER + (size_t)seal_body_length(c->buf), plen = 0;
         unsigned flags;
         unsigned char first[FIRST_RECORD_MAX];
-        int rc = sealer_init(&rx, &c->keys.to_receiver, c->keys.epoch_records, &err) == 0 &&
+        int rc = sealer_init(&rx, &c->sec->keys.to_receiver, c->sec->keys.epoch_records, &err) == 0 &&
                          open_record(&rx, 0, c->buf, len, first, &plen, &flags) == 0
-                     ? transport_sealed(t, &c->keys, false, 1, c->buf + len, c->have - len,
+                     ? transport_sealed(t, &c->sec->keys, false, 1, c->buf + len, c->have - len,
                                         &err)
                      : error_set(&err, WEIR_EXIT_INTERNAL, "cannot set up encryption");
         sealer_free(&rx);
@@ -767,9 +786,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     }
     peer->features = c->features;
     peer->rejoined = c->rejoin;
-    tls_handshake_free(c->tls);
-    c->tls = NULL;
-    OPENSSL_cleanse(&c->keys, sizeof c->keys);
+    forget_handshake(c);
     c->fd = -1;
     a->count--;
     for (int i = 0; i < LISTENER_PENDING; i++)

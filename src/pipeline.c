@@ -127,6 +127,7 @@
 #include <unistd.h>
 
 #include "pipeline_int.h"
+#include "weir/secret.h"
 #include "weir/sync.h"
 
 #define KICK_INTERVAL 0.1
@@ -846,6 +847,7 @@ void weir_destroy(struct weir_engine *e)
             child_release(&p->out[i].child);
         for (int k = 0; k < SEAL_AHEAD; k++)
             free(p->out[i].ahead[k].out);
+        secret_free(p->out[i].tx_dir, sizeof *p->out[i].tx_dir);
         free(p->out[i].marks);
         free(p->out[i].recipe);
         free(p->out[i].replay_buf);

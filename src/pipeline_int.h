@@ -130,7 +130,10 @@ struct output {
     uint64_t q_seq;            /* the next range to queue */
     size_t q_off;
     uint64_t next_frame_seq;   /* framed: the next stored block's number */
-    const struct seal_direction *tx_dir;   /* set before the first job */
+    struct seal_direction *tx_dir;   /* the connection's keys, set before its first job:
+                                      * secret memory the output owns, so that a worker
+                                      * still sealing when the connection goes reads
+                                      * nothing freed (weir_destroy frees it) */
     uint64_t epoch_records;
     /* for snapshots: */
     char name[300];            /* as messages name it; set before the threads start */

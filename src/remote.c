@@ -1,5 +1,6 @@
 /* remote.c - see include/weir/remote.h. */
 #include "weir/remote.h"
+#include "weir/secret.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -607,7 +608,7 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
 {
     const struct weir_options *o = r->o;
     size_t cap = REMOTE_REQUEST_MAX;
-    char *req = keyfile_secret_alloc(cap);   /* it holds the key */
+    char *req = secret_alloc(cap);   /* it holds the key */
     if (!req)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "ssh %s: request", o->ssh_host);
     size_t n = (size_t)snprintf(req, cap, "weir-ssh %d %s\nmode %s\npath %s\nport %d\n"
@@ -637,7 +638,7 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
         if (wl == 0)
             break;
         if (wl >= sizeof word || ++words > REMOTE_ARGS_MAX / 2) {
-            keyfile_secret_free(req, cap);
+            secret_free(req, cap);
             return error_set(err, WEIR_EXIT_USAGE, "--remote-opts: too many or too long words");
         }
         n += (size_t)snprintf(req + n, cap - n, "opt %.*s\n", (int)wl, s);
@@ -645,13 +646,13 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     }
     size_t clen = strlen(o->remote_cmd);
     if (n + clen + 64 > cap) {
-        keyfile_secret_free(req, cap);
+        secret_free(req, cap);
         return error_set(err, WEIR_EXIT_USAGE, "--remote: the command is too long");
     }
     n += (size_t)snprintf(req + n, cap - n, "cmd %zu\n%s\ngo\n", clen, o->remote_cmd);
     int rc = put_all(r->ctl_out, req, n);
     int e = errno;
-    keyfile_secret_free(req, cap);
+    secret_free(req, cap);
     if (rc != 0)
         return no_answer(r, e, err);
     struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REMOTE_START_SECS,
@@ -827,6 +828,11 @@ static struct remote *remote_alloc(struct weir_log *log)
 int remote_local_new(struct remote **out, const struct weir_options *o, struct weir_log *log,
                      struct weir_error *err)
 {
+    /* non-dumpable before any secret exists: the one-time key, the
+     * session's token, the handshakes' state */
+    if (secret_protect() != 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "ssh %s: prctl PR_SET_DUMPABLE",
+                         o->ssh_host);
     struct remote *r = remote_alloc(log);
     if (!r)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "ssh %s", o->ssh_host);
@@ -836,7 +842,7 @@ int remote_local_new(struct remote **out, const struct weir_options *o, struct w
         remote_free(r);
         return error_sys(err, WEIR_EXIT_INTERNAL, e, "ssh %s: pipe", o->ssh_host);
     }
-    r->key = keyfile_secret_alloc(KEY_TEXT_MAX);
+    r->key = secret_alloc(KEY_TEXT_MAX);
     r->key_len = r->key ? keyfile_new_text(r->key, KEY_TEXT_MAX, KEY_NAME) : -1;
     if (r->key_len < 0) {
         remote_free(r);
@@ -920,7 +926,7 @@ static int read_request(struct remote *r, struct weir_error *err)
 {
     struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS,
                         .halt = &r->halt.halt};
-    r->request = keyfile_secret_alloc(REMOTE_REQUEST_MAX);
+    r->request = secret_alloc(REMOTE_REQUEST_MAX);
     if (!r->request)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server: request");
     char *p = r->request, *end = r->request + REMOTE_REQUEST_MAX;
@@ -969,7 +975,7 @@ static int read_request(struct remote *r, struct weir_error *err)
         } else if (strncmp(line, "key ", 4) == 0) {
             if (r->key)
                 return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: two keys");
-            r->key = keyfile_secret_alloc(KEY_TEXT_MAX);
+            r->key = secret_alloc(KEY_TEXT_MAX);
             if (!r->key || (size_t)len - 4 + 2 > KEY_TEXT_MAX)
                 return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad key line");
             memcpy(r->key, line + 4, (size_t)len - 4);
@@ -1210,6 +1216,9 @@ static int serve_start(struct remote *r, struct weir_options *o, struct weir_err
 int remote_server_new(struct remote **out, struct weir_log *log, struct weir_options *o,
                       struct weir_error *err)
 {
+    /* non-dumpable before the request (it holds the key) arrives */
+    if (secret_protect() != 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: prctl PR_SET_DUMPABLE");
     struct remote *r = remote_alloc(log);
     if (!r)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server");
@@ -1656,8 +1665,8 @@ void remote_free(struct remote *r)
     for (int i = 0; i < 2; i++)
         if (r->wake[i] >= 0)
             close(r->wake[i]);
-    keyfile_secret_free(r->key, KEY_TEXT_MAX);
-    keyfile_secret_free(r->request, REMOTE_REQUEST_MAX);
+    secret_free(r->key, KEY_TEXT_MAX);
+    secret_free(r->request, REMOTE_REQUEST_MAX);
     pthread_mutex_destroy(&r->lock);
     free(r);
 }

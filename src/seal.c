@@ -8,19 +8,35 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "weir/secret.h"
+
 #define RECORD_TYPE 'R'
+
+struct seal_session *seal_session_new(void)
+{
+    return secret_alloc(sizeof(struct seal_session));
+}
+
+void seal_session_free(struct seal_session *s)
+{
+    secret_free(s, sizeof *s);
+}
 
 int sealer_init(struct sealer *s, const struct seal_direction *d, uint64_t epoch_records,
                 struct weir_error *err)
 {
     memset(s, 0, sizeof *s);
-    s->dir = d;
-    s->epoch_records = epoch_records ? epoch_records : SEAL_EPOCH_RECORDS;
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    /* a test's shorter epochs, never a longer one */
+    s->epoch_records = epoch_records && epoch_records < SEAL_EPOCH_RECORDS ? epoch_records
+                                                                        : SEAL_EPOCH_RECORDS;
+    s->k = secret_alloc(sizeof *s->k);
+    EVP_CIPHER_CTX *ctx = s->k ? EVP_CIPHER_CTX_new() : NULL;
     if (!ctx || EVP_EncryptInit_ex(ctx, EVP_aes_128_gcm(), NULL, NULL, NULL) != 1) {
         EVP_CIPHER_CTX_free(ctx);
+        sealer_free(s);
         return error_set(err, WEIR_EXIT_INTERNAL, "encryption: cannot set up AES-128-GCM");
     }
+    s->k->dir = *d;
     s->ctx = ctx;
     return 0;
 }
@@ -28,8 +44,9 @@ int sealer_init(struct sealer *s, const struct seal_direction *d, uint64_t epoch
 void sealer_free(struct sealer *s)
 {
     EVP_CIPHER_CTX_free(s->ctx);   /* it wipes its own key schedule */
-    OPENSSL_cleanse(s->key, sizeof s->key);
+    secret_free(s->k, sizeof *s->k);
     s->ctx = NULL;
+    s->k = NULL;
     s->keyed = false;
 }
 
@@ -54,12 +71,12 @@ static int epoch_key(struct sealer *s, uint64_t n)
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, "SHA256", 0),
         OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)s->dir->base,
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, s->k->dir.base,
                                           SEAL_KEY_BYTES),
         OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof info),
         OSSL_PARAM_construct_end(),
     };
-    int ok = EVP_KDF_derive(kctx, s->key, sizeof s->key, params) == 1;
+    int ok = EVP_KDF_derive(kctx, s->k->key, sizeof s->k->key, params) == 1;
     EVP_KDF_CTX_free(kctx);
     if (!ok)
         return -1;
@@ -70,7 +87,7 @@ static int epoch_key(struct sealer *s, uint64_t n)
 
 static void nonce_for(const struct sealer *s, uint64_t n, unsigned char *nonce)
 {
-    memcpy(nonce, s->dir->iv, SEAL_IV_BYTES);
+    memcpy(nonce, s->k->dir.iv, SEAL_IV_BYTES);
     for (int i = 0; i < 8; i++)
         nonce[4 + i] ^= (unsigned char)(n >> (56 - 8 * i));
 }
@@ -91,7 +108,7 @@ size_t seal_record_iov(struct sealer *s, uint64_t n, unsigned flags, const struc
     out[6] = out[7] = 0;
     EVP_CIPHER_CTX *ctx = s->ctx;
     int k = 0;
-    if (EVP_EncryptInit_ex(ctx, NULL, NULL, s->key, nonce) != 1 ||
+    if (EVP_EncryptInit_ex(ctx, NULL, NULL, s->k->key, nonce) != 1 ||
         EVP_EncryptUpdate(ctx, NULL, &k, out, SEAL_HEADER) != 1)
         return 0;
     unsigned char *dst = out + SEAL_HEADER;
@@ -137,7 +154,7 @@ int open_record(struct sealer *s, uint64_t n, const unsigned char *rec, size_t l
     nonce_for(s, n, nonce);
     EVP_CIPHER_CTX *ctx = s->ctx;
     int n1 = 0, n2 = 0;
-    if (EVP_DecryptInit_ex(ctx, EVP_aes_128_gcm(), NULL, s->key, nonce) != 1 ||
+    if (EVP_DecryptInit_ex(ctx, EVP_aes_128_gcm(), NULL, s->k->key, nonce) != 1 ||
         EVP_DecryptUpdate(ctx, NULL, &n1, rec, SEAL_HEADER) != 1 ||
         EVP_DecryptUpdate(ctx, out, &n1, rec + SEAL_HEADER, (int)plain) != 1 ||
         EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, SEAL_TAG_BYTES,

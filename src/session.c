@@ -547,18 +547,21 @@ int session_handshake(struct transport *t, struct tls_context *ctx, double limit
     if (rc == STEP_OK && label && tls_export_bytes(h, label, secret, secretlen, e))
         rc = STEP_FAIL;
     if (rc == STEP_OK) {
-        struct seal_session keys = {.epoch_records = epoch_records};
+        struct seal_session *keys = seal_session_new();
         /* at most one read's worth, and that read was at most cap */
         ssize_t left = tls_leftover(h, in, cap);
-        if (left < 0) {
+        if (!keys) {
+            error_sys(e, WEIR_EXIT_INTERNAL, errno, "%s: secret memory", t->name);
+            rc = STEP_FAIL;
+        } else if (left < 0) {
             error_set(e, WEIR_EXIT_INTERNAL, "%s: more bytes after the handshake than weir "
                       "keeps", t->name);
             rc = STEP_FAIL;
-        } else if (tls_export(h, &keys, false, e) ||
-                   transport_sealed(t, &keys, true, 0, in, (size_t)left, e)) {
+        } else if ((keys->epoch_records = epoch_records, tls_export(h, keys, false, e)) ||
+                   transport_sealed(t, keys, true, 0, in, (size_t)left, e)) {
             rc = STEP_FAIL;
         }
-        OPENSSL_cleanse(&keys, sizeof keys);
+        seal_session_free(keys);
     }
     tls_handshake_free(h);
     free(in);

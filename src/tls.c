@@ -7,8 +7,11 @@
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "weir/secret.h"
 
 #define SUITE "TLS_AES_128_GCM_SHA256"
 #define EXPORT_LABEL "EXPORTER-weir-records-1"
@@ -172,9 +175,9 @@ int tls_context_new(struct tls_context **out, const struct keyring *ring, const 
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, refuse_certificate);
     }
     if (server) {
-        c->decoy = keyfile_secret_alloc(sizeof *c->decoy);
+        c->decoy = secret_alloc(sizeof *c->decoy);
         if (!c->decoy || RAND_priv_bytes(c->decoy->secret, KEY_BYTES) != 1) {
-            keyfile_secret_free(c->decoy, sizeof *c->decoy);
+            secret_free(c->decoy, sizeof *c->decoy);
             SSL_CTX_free(ctx);
             OPENSSL_free(c);
             return error_set(err, WEIR_EXIT_INTERNAL, "encryption: no random decoy key");
@@ -193,7 +196,7 @@ void tls_context_free(struct tls_context *c)
     if (!c)
         return;
     SSL_CTX_free(c->ctx);
-    keyfile_secret_free(c->decoy, sizeof *c->decoy);
+    secret_free(c->decoy, sizeof *c->decoy);
     OPENSSL_free(c);
 }
 
@@ -327,18 +330,18 @@ const char *tls_identity(const struct tls_handshake *h)
 int tls_export(struct tls_handshake *h, struct seal_session *s, bool server,
                struct weir_error *err)
 {
-    unsigned char k[2 * (SEAL_KEY_BYTES + SEAL_IV_BYTES)];
-    (void)server;   /* both ends compute the same bytes: the client's half is to_receiver */
-    if (SSL_export_keying_material(h->ssl, k, sizeof k, EXPORT_LABEL, strlen(EXPORT_LABEL),
-                                   NULL, 0, 0) != 1) {
+    /* both ends compute the same bytes: the client's half is to_receiver;
+     * they land straight in s (secret memory), not on the stack */
+    (void)server;
+    _Static_assert(sizeof s->to_receiver == SEAL_KEY_BYTES + SEAL_IV_BYTES &&
+                   offsetof(struct seal_session, to_sender) == sizeof s->to_receiver,
+                   "the exporter's 56 bytes are two seal_directions, back to back");
+    if (SSL_export_keying_material(h->ssl, (unsigned char *)&s->to_receiver,
+                                   2 * (SEAL_KEY_BYTES + SEAL_IV_BYTES), EXPORT_LABEL,
+                                   strlen(EXPORT_LABEL), NULL, 0, 0) != 1) {
         ERR_clear_error();
         return error_set(err, WEIR_EXIT_INTERNAL, "encryption: no keys from the handshake");
     }
-    memcpy(s->to_receiver.base, k, SEAL_KEY_BYTES);
-    memcpy(s->to_receiver.iv, k + SEAL_KEY_BYTES, SEAL_IV_BYTES);
-    memcpy(s->to_sender.base, k + SEAL_KEY_BYTES + SEAL_IV_BYTES, SEAL_KEY_BYTES);
-    memcpy(s->to_sender.iv, k + 2 * SEAL_KEY_BYTES + SEAL_IV_BYTES, SEAL_IV_BYTES);
-    OPENSSL_cleanse(k, sizeof k);
     return 0;
 }
 

@@ -14,14 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include "weir/codec.h"
 #include "weir/io.h"
 #include "weir/seal.h"
 #include "weir/transport.h"
 
 struct sealed {
-    struct seal_session keys;
+    struct seal_session *keys; /* secret memory (secret.h) */
     bool sender;               /* sends to_receiver, reads to_sender */
     /* the reading half */
     struct sealer rx;
@@ -35,6 +37,7 @@ struct sealed {
     /* the writing half */
     struct sealer tx;
     uint64_t tx_next;
+    uint64_t tx_sent;          /* data records that went out whole: what an abort says */
     uint64_t tx_ctl;
     bool tx_last;              /* the next record ends the direction */
     bool tx_control;           /* the next record is a control record */
@@ -63,6 +66,20 @@ static int fill_to(struct transport *t, struct sealed *s, size_t want, int timeo
         s->rhave += (size_t)r;
     }
     return 1;
+}
+
+/* A control record begins with the number of data records its sender had
+ * sent whole before it (u64, little-endian, as every number of weir's): an
+ * attacker on the path who drops data records cannot deliver the abort in
+ * their place.  0 when it matches the data records read, and the count is
+ * taken off the plaintext. */
+static int control_count(const struct sealed *s, unsigned char *plain, size_t *len)
+{
+    if (*len < 8 || codec_get64(plain) != s->rx_next)
+        return -1;
+    *len -= 8;
+    memmove(plain, plain + 8, *len);
+    return 0;
 }
 
 /* Open the next record into dst when its plaintext fits in room bytes,
@@ -101,6 +118,10 @@ static int next_record(struct transport *t, struct sealed *s, unsigned char *dst
     if (open_record(&s->rx, n, s->rbuf, SEAL_HEADER + (size_t)body,
                     *direct ? dst : s->plain, len, &flags)) {
         errno = EBADMSG;   /* forged, corrupt, reordered or replayed */
+        return -1;
+    }
+    if (control && control_count(s, *direct ? dst : s->plain, len) != 0) {
+        errno = EBADMSG;   /* data records were dropped before it */
         return -1;
     }
     if (control)
@@ -147,13 +168,22 @@ size_t transport_seal(struct transport *t, const void *plain, size_t len, unsign
 {
     struct sealed *s = t->sealed;
     unsigned flags = (s->tx_last ? SEAL_END : 0) | (s->tx_control ? SEAL_CTRL : 0);
-    uint64_t n = s->tx_control ? SEAL_CONTROL | s->tx_ctl : s->tx_next;
-    size_t total = seal_record(&s->tx, n, flags, plain, len, out);
-    if (total > 0 && s->tx_control)
-        s->tx_ctl++;
-    else if (total > 0)
-        s->tx_next++;
+    if (s->tx_control) {
+        unsigned char count[8];
+        codec_put64(count, s->tx_sent);
+        struct iovec iov[2] = {{count, sizeof count}, {(void *)plain, len}};
+        size_t total = seal_record_iov(&s->tx, SEAL_CONTROL | s->tx_ctl, flags, iov, 2, out);
+        s->tx_ctl += total > 0;
+        return total;
+    }
+    size_t total = seal_record(&s->tx, s->tx_next, flags, plain, len, out);
+    s->tx_next += total > 0;
     return total;
+}
+
+void transport_sealed_sent(struct transport *t, uint64_t next)
+{
+    t->sealed->tx_sent = next;
 }
 
 uint64_t transport_sealed_numbers(struct transport *t, uint64_t k)
@@ -164,12 +194,12 @@ uint64_t transport_sealed_numbers(struct transport *t, uint64_t k)
     return first;
 }
 
-const struct seal_direction *transport_sealed_tx(const struct transport *t,
-                                                 uint64_t *epoch_records)
+void transport_sealed_tx(const struct transport *t, struct seal_direction *dir,
+                         uint64_t *epoch_records)
 {
     const struct sealed *s = t->sealed;
-    *epoch_records = s->keys.epoch_records;
-    return s->sender ? &s->keys.to_receiver : &s->keys.to_sender;
+    *epoch_records = s->keys->epoch_records;
+    *dir = s->sender ? s->keys->to_receiver : s->keys->to_sender;
 }
 
 void transport_sealed_control(struct transport *t)
@@ -206,6 +236,8 @@ static ssize_t sealed_writev(struct transport *t, const struct iovec *iov, int c
         memcpy(plain + len, iov[i].iov_base, take);
         len += take;
     }
+    bool control = s->tx_control;
+    uint64_t n = control ? s->tx_ctl : s->tx_next;
     size_t total = transport_seal(t, plain, len, s->wbuf);
     if (total == 0) {
         errno = EIO;
@@ -219,12 +251,19 @@ static ssize_t sealed_writev(struct transport *t, const struct iovec *iov, int c
         ssize_t w = io_writev(t->fd, v, left, timeout_ms, stop);
         transport_count(t->wire_tx, w);
         if (w < 0) {
+            /* a record in part: nothing may follow; none of it: its number
+             * is the next record's, so that the numbers keep no hole (the
+             * sealed bytes never left) */
             s->tx_broken = sent > 0;
+            if (sent == 0)
+                *(control ? &s->tx_ctl : &s->tx_next) = n;
             return -1;
         }
         sent += (size_t)w;
         io_iov_advance(&v, &left, (size_t)w);
     }
+    if (!control)
+        s->tx_sent = n + 1;
     return (ssize_t)len;
 }
 
@@ -248,7 +287,7 @@ static void sealed_release(struct transport *t)
         return;
     sealer_free(&s->rx);
     sealer_free(&s->tx);
-    OPENSSL_cleanse(&s->keys, sizeof s->keys);
+    seal_session_free(s->keys);
     if (s->plain)
         OPENSSL_cleanse(s->plain, s->plen);
     free(s->rbuf);
@@ -289,15 +328,17 @@ int transport_sealed(struct transport *t, const struct seal_session *keys, bool 
     struct sealed *s = calloc(1, sizeof *s);
     if (!s)
         return error_set(err, WEIR_EXIT_INTERNAL, "%s: out of memory", t->name);
-    s->keys = *keys;
+    t->sealed = s;
+    s->keys = seal_session_new();
+    if (s->keys)
+        *s->keys = *keys;
     s->sender = sender;
     s->rbuf = malloc(RECORD_MAX);
     s->plain = malloc(SEAL_MAX_PLAIN);
     s->wbuf = malloc(RECORD_MAX + SEAL_MAX_PLAIN);
-    const struct seal_direction *out = sender ? &s->keys.to_receiver : &s->keys.to_sender;
-    const struct seal_direction *in = sender ? &s->keys.to_sender : &s->keys.to_receiver;
-    t->sealed = s;
-    if (!s->rbuf || !s->plain || !s->wbuf || nleft > RECORD_MAX ||
+    const struct seal_direction *out = sender ? &keys->to_receiver : &keys->to_sender;
+    const struct seal_direction *in = sender ? &keys->to_sender : &keys->to_receiver;
+    if (!s->keys || !s->rbuf || !s->plain || !s->wbuf || nleft > RECORD_MAX ||
         sealer_init(&s->tx, out, keys->epoch_records, err) ||
         sealer_init(&s->rx, in, keys->epoch_records, err)) {
         sealed_release(t);

@@ -43,6 +43,7 @@
 #include "pipeline_int.h"
 #include "weir/codec.h"
 #include "weir/io.h"
+#include "weir/secret.h"
 #include "weir/sparse.h"
 #include "weir/sync.h"
 
@@ -787,7 +788,7 @@ static int write_sealed(struct output *o, struct seal_job *j, int tmo, struct we
     if (j->out_len == 0)
         return error_set(e, WEIR_EXIT_INTERNAL, "%s: a record could not be sealed",
                          o->t.name), STEP_FAIL;
-    bool data = o->session.frame && !j->hole;
+    bool data = o->session.frame && !j->hole;   /* three records (queue_seals_locked) */
     if (mark(o, MARK_RECORD, data ? j->len : 0))
         return write_error(o, e, "write");
     struct iovec iov = {j->out, j->out_len}, *v = &iov;
@@ -804,6 +805,7 @@ static int write_sealed(struct output *o, struct seal_job *j, int tmo, struct we
         sent += (size_t)w;
         io_iov_advance(&v, &left, (size_t)w);
     }
+    transport_sealed_sent(&o->t, j->num + (data ? 3 : 1));
     o->session.sent += data ? CODEC_FRAME_PREFIX + j->len + CODEC_FRAME_SUFFIX : j->len;
     if (o->session.frame && j->hole) {
         o->session.seq++;
@@ -835,8 +837,10 @@ static int sealed_loop(struct output *o, struct weir_error *e)
         if (!o->ahead[i].out)
             return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
     }
+    if (!o->tx_dir && !(o->tx_dir = secret_alloc(sizeof *o->tx_dir)))
+        return error_sys(e, WEIR_EXIT_INTERNAL, errno, "%s", o->t.name), STEP_FAIL;
     sync_lock(&p->lock);
-    o->tx_dir = transport_sealed_tx(&o->t, &o->epoch_records);
+    transport_sealed_tx(&o->t, o->tx_dir, &o->epoch_records);
     o->q_seq = o->cur.seq;
     o->q_off = o->cur.off;
     o->next_frame_seq = o->session.seq;   /* a resumed connection's records go on from here */

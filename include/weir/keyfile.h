@@ -49,12 +49,8 @@ int keyfile_load(struct keyring *ring, const char *path, const char *want_id,
 int keyfile_load_text(struct keyring *ring, const char *name, const char *text, size_t len,
                       const struct key **chosen, struct weir_error *err);
 /* One fresh random key named id as a key file's line, NUL-ended, into buf
- * (which should be keyfile_secret_alloc memory); its length, or -1. */
+ * (which should be secret_alloc memory: secret.h); its length, or -1. */
 int keyfile_new_text(char *buf, size_t cap, const char *id);
-/* Memory for secrets: out of core dumps, locked where the limit allows,
- * wiped when freed. */
-void *keyfile_secret_alloc(size_t n);
-void keyfile_secret_free(void *p, size_t n);
 /* The key with this identity, or NULL. */
 const struct key *keyfile_find(const struct keyring *ring, const char *id, size_t idlen);
 void keyfile_free(struct keyring *ring);

@@ -22,7 +22,9 @@
  * Contract: a struct sealer is one thread's cipher state for one direction;
  * several threads seal the same direction with sealers of their own (the
  * workers seal blocks in parallel).  Nothing here blocks or allocates after
- * sealer_init().  Key material is wiped when a sealer is freed.
+ * sealer_init().  A sealer keeps its own copy of its direction's keys in
+ * secret memory (secret.h), wiped when the sealer is freed; a
+ * seal_session is kept there too (seal_session_new).
  */
 #ifndef WEIR_SEAL_H
 #define WEIR_SEAL_H
@@ -59,14 +61,25 @@ struct seal_session {
     uint64_t epoch_records;   /* SEAL_EPOCH_RECORDS, or a test's smaller value */
 };
 
+/* A sealer's key material, in secret memory (secret.h). */
+struct sealer_keys {
+    struct seal_direction dir;            /* a copy: the sealer outlives its source */
+    unsigned char key[SEAL_KEY_BYTES];    /* the current epoch's */
+};
+
 struct sealer {
     void *ctx;                /* EVP_CIPHER_CTX */
-    const struct seal_direction *dir;
+    struct sealer_keys *k;
     uint64_t epoch_records;
-    uint64_t epoch;           /* of key */
+    uint64_t epoch;           /* of k->key */
     bool keyed;
-    unsigned char key[SEAL_KEY_BYTES];
 };
+
+/* The sealer copies d: what d points at may go as soon as this returns. */
+/* A seal_session in secret memory (NULL when there is none), and its
+ * wiping release (NULL is ignored). */
+struct seal_session *seal_session_new(void);
+void seal_session_free(struct seal_session *s);
 
 int sealer_init(struct sealer *s, const struct seal_direction *d, uint64_t epoch_records,
                 struct weir_error *err);

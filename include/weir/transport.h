@@ -166,11 +166,15 @@ size_t transport_seal(struct transport *t, const void *plain, size_t len, unsign
 /* The next record written is a control record (an abort). */
 void transport_sealed_control(struct transport *t);
 /* Sealing ahead of the writer (the workers): k record numbers, the first
- * returned; the direction's keys for their sealers. */
+ * returned; a copy of the direction's keys for their sealers, into *dir
+ * (which should be secret memory: secret.h). */
 uint64_t transport_sealed_numbers(struct transport *t, uint64_t k);
 struct seal_direction;
-const struct seal_direction *transport_sealed_tx(const struct transport *t,
-                                                 uint64_t *epoch_records);
+void transport_sealed_tx(const struct transport *t, struct seal_direction *dir,
+                         uint64_t *epoch_records);
+/* Records sealed elsewhere went out whole, up to number next - 1: an
+ * abort after them says so (it carries the count of data records sent). */
+void transport_sealed_sent(struct transport *t, uint64_t next);
 /* A record sealed elsewhere went out in part: nothing may follow it. */
 void transport_sealed_broken(struct transport *t);
 bool transport_sealed_intact(const struct transport *t);
