@@ -382,8 +382,8 @@ int linktest_server_start(struct linktest_server *s, struct transport *control,
 {
     linktest_server_reap(s);
     if (s->running)
-        return refuse(control, why, whylen, "busy: a link test from %s is under way; try "
-                      "again when it is over", s->peer);
+        return refuse(control, why, whylen, "busy: another link test is under way; try "
+                      "again when it is over");   /* never whose: a tester may be anyone */
     double duration = (double)hello->a / 1e6;
     if (hello->n < 1 || hello->n > LINKTEST_PARALLEL_MAX || duration < LINKTEST_DURATION_MIN ||
         duration > LINKTEST_DURATION_MAX || hello->b < LINKTEST_SIZE_MIN ||

@@ -119,12 +119,15 @@ static void tell(struct admission *a, int fd, const char *msg)
         send_refusal(fd, msg);
 }
 
-static void drop(struct admission *a, struct pending *c, const char *fmt, const char *why)
+/* Refuse a waiting connection: log why (fmt, NULL: silently), tell the
+ * peer told (a peer in TLS would not read it), and close. */
+static void drop_telling(struct admission *a, struct pending *c, const char *fmt,
+                         const char *why, const char *told)
 {
     if (fmt) {
         refusal(a, fmt, c->peer, why);
-        if (c->state < IN_HANDSHAKE) {   /* a peer in TLS would not read it */
-            tell(a, c->fd, why);
+        if (c->state < IN_HANDSHAKE) {
+            tell(a, c->fd, told);
             /* what it sent and nobody read would turn the close into a
              * reset, which can take the answer away before it is read */
             char junk[4096];
@@ -137,6 +140,11 @@ static void drop(struct admission *a, struct pending *c, const char *fmt, const 
     close(c->fd);
     c->fd = -1;
     a->count--;
+}
+
+static void drop(struct admission *a, struct pending *c, const char *fmt, const char *why)
+{
+    drop_telling(a, c, fmt, why, why);
 }
 
 /* A waiting connection was handed over (to a link test): its entry goes,
@@ -380,13 +388,13 @@ static int serve_tester(struct admission *a, struct pending *c, const struct cod
 static int join_test(struct admission *a, struct pending *c, const struct codec_link *join)
 {
     char why[200];
-    if (!a->lt) {
-        drop(a, c, "refused connection from %s: %s", "a data connection of a link test, and "
-             "none is under way");
-        return -1;
-    }
-    if (linktest_server_join(a->lt, c->fd, join, &c->addr, why, sizeof why)) {
-        drop(a, c, "refused connection from %s: %s", why);
+    /* a keyed listener tells a stranger nothing of its tests: whether one
+     * runs, from where, or which of its checks a join failed */
+    const char *told = a->cfg->tls ? "a data connection this listener does not take" : why;
+    if (!a->lt)
+        snprintf(why, sizeof why, "a data connection of a link test, and none is under way");
+    if (!a->lt || linktest_server_join(a->lt, c->fd, join, &c->addr, why, sizeof why)) {
+        drop_telling(a, c, "refused connection from %s: %s", why, told);
         return -1;
     }
     log_msg(a->log, LOG_DEBUG, "connection from %s: a data connection of the link test",
@@ -428,6 +436,13 @@ static int judge_first(struct admission *a, struct pending *c, const unsigned ch
     if (r.type == 'R' && (!token || CRYPTO_memcmp(r.token, token, CODEC_TOKEN_SIZE) != 0)) {
         drop(a, c, "refused connection from %s: %s", "it asked to resume a transfer this "
              "listener does not have (it ended, or this is another receiver)");
+        return -1;
+    }
+    if (r.type == 'R' && a->cfg->resume_identity &&
+        !(c->tls && strcmp(tls_identity(c->tls), a->cfg->resume_identity) == 0)) {
+        /* the session belongs to the key it began under, not to its token alone */
+        drop(a, c, "refused connection from %s: %s", "it asked to resume a transfer that "
+             "began under another key");
         return -1;
     }
     c->rejoin = r.type == 'R';
@@ -785,6 +800,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
         log_msg(a->log, LOG_INFO, "connection from %s", c->peer);
     }
     peer->features = c->features;
+    snprintf(peer->identity, sizeof peer->identity, "%s", c->tls ? tls_identity(c->tls) : "");
     peer->rejoined = c->rejoin;
     forget_handshake(c);
     c->fd = -1;

@@ -683,7 +683,9 @@ static int load_keys(struct pipeline *p, struct weir_error *err)
         any_tcp |= c->outputs[i].kind == WEIR_OUT_TCP;
     if (any_tcp && tls_context_new(&p->tls_client, &p->keys, p->key, false, err))
         return -1;
-    if (c->input == WEIR_IN_LISTEN && tls_context_new(&p->tls_server, &p->keys, NULL, true, err))
+    /* a listener given --key-id takes that key alone */
+    if (c->input == WEIR_IN_LISTEN &&
+        tls_context_new(&p->tls_server, &p->keys, c->key_id ? p->key : NULL, true, err))
         return -1;
     return 0;
 }

@@ -257,6 +257,7 @@ struct pipeline {
     /* a resumable session, receiving (--reconnect; reader.c): */
     bool resumable;            /* lock: the sender was told the session's token */
     unsigned char token[CODEC_TOKEN_SIZE];   /* the reader's */
+    char identity[KEY_ID_MAX + 1];   /* the reader's: with a key, the session's key's */
     _Atomic uint64_t held;     /* bytes of the stream handed to the decoder (the reader's) */
     uint64_t confirmed;        /* lock: what the last confirmation said */
     uint64_t confirm_every;    /* the reader's: CODEC_CONFIRM_BYTES, or _REREAD_BYTES for a

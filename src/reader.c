@@ -928,6 +928,8 @@ static void listener_settings(struct pipeline *p, struct listener_config *cfg,
                                     .allow_link_test = p->cfg->allow_link_test,
                                     .resume = p->cfg->reconnect > 0,
                                     .resume_token = resume_token,
+                                    .resume_identity = resume_token && p->tls_server
+                                                           ? p->identity : NULL,
                                     .redials = p->cfg->input_redial != NULL};
     if (s->io_timeout > 0 && s->io_timeout < cfg->handshake_timeout)
         cfg->handshake_timeout = s->io_timeout;
@@ -965,6 +967,7 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
                        e))
         return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;
     p->in_plain = peer.plain;
+    snprintf(p->identity, sizeof p->identity, "%s", peer.identity);
     take_connection(p, &t, false);
     if (!peer.listening)
         return STEP_OK;

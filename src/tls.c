@@ -19,7 +19,7 @@
 struct tls_context {
     SSL_CTX *ctx;
     const struct keyring *ring;   /* the receiver's keys */
-    const struct key *key;        /* the sender's key */
+    const struct key *key;        /* the sender's key; a receiver's only one (--key-id) */
     struct key *decoy;            /* the receiver's answer to an unknown identity: a
                                    * random key in secret memory, so that an unknown
                                    * identity fails exactly as a wrong key does */
@@ -33,6 +33,7 @@ struct tls_handshake {
     char identity[KEY_ID_MAX + 1];
     bool unknown;                 /* the server did not know the identity */
     bool certificate;             /* the peer offered a certificate (refused) */
+    bool excluded;                /* the server: a key of the file, not the one it takes */
     /* the peer's TLS record headers, checked as TLS consumes them
      * (check_records): a copy of what is fed and not yet consumed */
     unsigned char held[65536];
@@ -112,6 +113,10 @@ static int server_psk(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSI
     struct tls_handshake *h = SSL_get_app_data(ssl);
     const struct key *k = keyfile_find(h->c->ring, (const char *)id, idlen);
     *sess = NULL;
+    if (k && h->c->key && k != h->c->key) {
+        h->excluded = true;   /* in the file, but this listener takes only its --key-id */
+        k = NULL;
+    }
     if (!k) {
         /* an unknown identity: the handshake goes on under the decoy, whose
          * binder cannot verify, so the peer sees the alert a wrong key gets
@@ -246,6 +251,9 @@ static int failed(struct tls_handshake *h, struct weir_error *err)
         return error_set(err, WEIR_EXIT_NETWORK, "the listener did not prove that it holds the "
                          "key '%s' (it offered a certificate instead): refusing to send",
                          h->c->key->id);
+    if (h->c->server && h->excluded)
+        return error_set(err, WEIR_EXIT_NETWORK, "the sender's key '%s' is not the one this "
+                         "listener takes (--key-id %s)", h->identity, h->c->key->id);
     if (h->c->server && (h->unknown || !h->identity[0]))
         return error_set(err, WEIR_EXIT_NETWORK, "the sender's key '%s' is not in the key file",
                          h->identity[0] ? h->identity : "?");

@@ -59,6 +59,7 @@
 #include "weir/tcp.h"
 #include "weir/transport.h"
 #include "weir/error.h"
+#include "weir/keyfile.h"
 #include "weir/log.h"
 
 #define LISTENER_PENDING 256
@@ -88,6 +89,9 @@ struct listener_config {
      * greeting, or in its first sealed record), every other is refused */
     bool resume;
     const unsigned char *resume_token;
+    /* with a key: the identity of the key the session began under; a
+     * sender coming back under another key is refused, token or not */
+    const char *resume_identity;
     /* resuming: this receiver reaches its sender again itself (it dialled
      * the connection; weir.h, input_redial), so it offers resuming without
      * a listening socket */
@@ -110,6 +114,7 @@ struct listener_peer {
                                   are, never decoded */
     uint32_t features;         /* what its greeting offers (a weir sender's) */
     bool rejoined;             /* it resumed the session of resume_token */
+    char identity[KEY_ID_MAX + 1];   /* with a key: the key it proved; else "" */
     bool listening;            /* the listening socket stays open (resuming is on) */
 };
 

@@ -33,7 +33,8 @@ struct tls_context;
 struct tls_handshake;
 
 /* The sender (client) uses key; the receiver (server) accepts any key of
- * the ring.  Both stay owned by the caller and must outlive the context. */
+ * the ring, or only key when it is not NULL (--key-id).  Both stay owned
+ * by the caller and must outlive the context. */
 int tls_context_new(struct tls_context **out, const struct keyring *ring, const struct key *key,
                     bool server, struct weir_error *err);
 void tls_context_free(struct tls_context *c);

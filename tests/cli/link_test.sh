@@ -180,8 +180,10 @@ wait_for "$TMP/lerr" "a data connection of another link test" 10
 ok "a data connection naming another test is refused and logged"
 expect 5 "a second tester while a test runs" "$WEIR" -q --link-test -O "127.0.0.1:$LPORT" \
     --duration "$D"
-has_msg "$TMP/err" "link test to 127.0.0.1:$LPORT: refused: busy: a link test from 127.0.0.1:" \
+has_msg "$TMP/err" "link test to 127.0.0.1:$LPORT: refused: busy: another link test is under way" \
     "the second tester is told the listener is busy"
+grep -q "refused: busy: .*127\.0\.0\.1" "$TMP/err" && fail "the second tester was told who tests"
+ok "the second tester is not told who tests"
 has_msg "$TMP/lerr" "refused a link test from 127.0.0.1:" "the listener logs the busy refusal"
 wait_bounded "$TPID" 30
 [ "$STATUS" -eq 0 ] || fail "the test a stranger tried to join: exit $STATUS"
@@ -261,6 +263,15 @@ refused "a key the listener does not have" "the keys do not match" \
     "the sender's key 'bravo' is not in the key file" --key-file "$TMP/b.key"
 refused "the right name with a wrong key" "the keys do not match" "keys do not match" \
     --key-file "$TMP/c.key"
+# a stranger's data connection at a keyed listener: the log says why, the
+# stranger hears only that it is not taken
+{ "$TESTTOOL" greet 1 1 T; "$TESTTOOL" join O 0 12345; } | nc -N 127.0.0.1 "$LPORT" \
+    >"$TMP/told" 2>/dev/null
+wait_for "$TMP/lerr" "a data connection of a link test, and none is under way" 10
+grep -qa "a data connection this listener does not take" "$TMP/told" ||
+    fail "a stranger's join at a keyed listener was not refused: $(od -c "$TMP/told" | head)"
+grep -qa "none is under way" "$TMP/told" && fail "a stranger learnt whether a test runs"
+ok "a keyed listener tells a stranger's join only that it is not taken"
 gen "$TMP/in" 1000003 mixed
 expect 0 "a keyed transfer after the refusals" "$WEIR" -q --key-file "$KEY" -i "$TMP/in" \
     -O "127.0.0.1:$LPORT"
