@@ -716,7 +716,7 @@ static int open_control(struct tester *t, struct weir_error *err)
             hello.b = c->sizes[i];
     hello.c = (uint64_t)c->nsizes;
     unsigned char first[CODEC_GREETING_SIZE + CODEC_LINK_SIZE];
-    size_t n = codec_greeting(first, CODEC_ROLE_TESTER, t->keyed ? CODEC_FEATURE_KEY : 0);
+    size_t n = codec_greeting(first, CODEC_ROLE_TESTER, t->keyed ? CODEC_FEATURES_KEYED : 0);
     if (!t->keyed)
         n += codec_link(first + n, &hello);
     if (transport_write_all(&t->ctl.t, first, n, (int)(LINKTEST_SILENCE * 1000), &t->stop))
@@ -725,6 +725,9 @@ static int open_control(struct tester *t, struct weir_error *err)
                                               t->name);
     if (t->keyed && !(theirs && t->serves))
         return mismatch(t, theirs, err);
+    if (t->keyed && codec_keyed_older(so.peer_features))
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: the listener has a key, but "
+                         CODEC_OLDER_KEYED, t->name);
     if (t->keyed) {
         int rc = session_handshake(&t->ctl.t, t->tls, LINKTEST_SILENCE, c->epoch_records,
                                    &t->stop, LINKTEST_EXPORT_LABEL, t->secret,

@@ -235,7 +235,7 @@ static int greet(struct admission *a, int fd, bool trusted)
 {
     unsigned char greeting[CODEC_GREETING_SIZE];
     codec_greeting(greeting, CODEC_ROLE_RECEIVER,
-                   CODEC_FEATURES | (a->cfg->tls && !trusted ? CODEC_FEATURE_KEY : 0) |
+                   CODEC_FEATURES | (a->cfg->tls && !trusted ? CODEC_FEATURES_KEYED : 0) |
                        ((a->cfg->tls || a->cfg->allow_link_test) && !trusted
                             ? CODEC_FEATURE_LINKTEST : 0) |
                        (a->cfg->resume && (a->l->fd >= 0 || a->cfg->redials)
@@ -340,6 +340,10 @@ static int judge_keys(struct admission *a, struct pending *c, const struct codec
     if (!a->cfg->tls && theirs) {
         drop(a, c, "refused connection from %s: %s", "a sender with a key: this receiver has "
              "none (give it --key-file)");
+        return -1;
+    }
+    if (codec_keyed_older(r->features)) {
+        drop(a, c, "refused connection from %s: %s", "a sender with a key: " CODEC_OLDER_KEYED);
         return -1;
     }
     if (!a->cfg->tls) {
@@ -547,6 +551,11 @@ static int judge_tester(struct admission *a, struct pending *c, const struct cod
         if (theirs && !a->cfg->tls) {
             drop(a, c, "refused connection from %s: %s", "a link tester with a key: this "
                  "listener has none (give it --key-file as well, or the tester none)");
+            return -1;
+        }
+        if (codec_keyed_older(r->features)) {
+            drop(a, c, "refused connection from %s: %s", "a link tester with a key: "
+                 CODEC_OLDER_KEYED);
             return -1;
         }
         if (theirs) {

@@ -72,7 +72,7 @@ static int epoch_key(struct sealer *s, uint64_t n)
         OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, "SHA256", 0),
         OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
         OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, s->k->dir.base,
-                                          SEAL_KEY_BYTES),
+                                          SEAL_BASE_BYTES),
         OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof info),
         OSSL_PARAM_construct_end(),
     };

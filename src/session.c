@@ -365,7 +365,7 @@ int session_greet_keyed(struct session_out *s, int timeout_ms, atomic_bool *stop
                         struct weir_error *err)
 {
     unsigned char g[CODEC_GREETING_SIZE];
-    codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURE_KEY |
+    codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURES_KEYED |
                                          (s->resume ? CODEC_FEATURE_RESUME : 0));
     s->greeted = true;
     if (transport_write_all(s->t, g, sizeof g, timeout_ms, stop)) {

@@ -341,11 +341,11 @@ int tls_export(struct tls_handshake *h, struct seal_session *s, bool server,
     /* both ends compute the same bytes: the client's half is to_receiver;
      * they land straight in s (secret memory), not on the stack */
     (void)server;
-    _Static_assert(sizeof s->to_receiver == SEAL_KEY_BYTES + SEAL_IV_BYTES &&
+    _Static_assert(sizeof s->to_receiver == SEAL_BASE_BYTES + SEAL_IV_BYTES &&
                    offsetof(struct seal_session, to_sender) == sizeof s->to_receiver,
-                   "the exporter's 56 bytes are two seal_directions, back to back");
+                   "the exporter's 88 bytes are two seal_directions, back to back");
     if (SSL_export_keying_material(h->ssl, (unsigned char *)&s->to_receiver,
-                                   2 * (SEAL_KEY_BYTES + SEAL_IV_BYTES), EXPORT_LABEL,
+                                   2 * (SEAL_BASE_BYTES + SEAL_IV_BYTES), EXPORT_LABEL,
                                    strlen(EXPORT_LABEL), NULL, 0, 0) != 1) {
         ERR_clear_error();
         return error_set(err, WEIR_EXIT_INTERNAL, "encryption: no keys from the handshake");

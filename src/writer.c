@@ -1152,6 +1152,9 @@ static int check_keys(struct output *o, struct weir_error *e)
         return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver takes only encrypted "
                          "connections: give this weir its key (--key-file)", o->t.name),
                STEP_FAIL;
+    if (codec_keyed_older(o->session.peer_features))
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver has a key, but "
+                         CODEC_OLDER_KEYED, o->t.name), STEP_FAIL;
     return STEP_OK;
 }
 

@@ -118,10 +118,23 @@
  * wakeup; the resume point is the receiver's count either way) */
 #define CODEC_FEATURE_REREAD 0x20u
 #define CODEC_CONFIRM_REREAD_BYTES (32u << 20)
+/* with KEY: this end's sealed records are of the second form (32-byte
+ * base keys from the exporter; an abort counts the data records before
+ * it: doc/security.md).  An end with a key refuses a keyed peer without
+ * it, naming the cause, rather than fail on the first record. */
+#define CODEC_FEATURE_RECORDS2 0x40u
+#define CODEC_FEATURES_KEYED (CODEC_FEATURE_KEY | CODEC_FEATURE_RECORDS2)
+#define CODEC_OLDER_KEYED "its encrypted records are of an older weir's form (upgrade it)"
 #define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES)   /* every end's */
 #define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | \
                               CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST | \
-                              CODEC_FEATURE_RESUME | CODEC_FEATURE_REREAD)
+                              CODEC_FEATURE_RESUME | CODEC_FEATURE_REREAD | \
+                              CODEC_FEATURE_RECORDS2)
+/* Whether a greeting claims a key with records of an older form. */
+static inline bool codec_keyed_older(uint32_t features)
+{
+    return (features & CODEC_FEATURE_KEY) && !(features & CODEC_FEATURE_RECORDS2);
+}
 #define CODEC_KEEPALIVE_SECS 0.5      /* how often a receiver sends 'K' */
 #define CODEC_SILENCE_MIN 2.0         /* a sender's --timeout for the answer, at least */
 

@@ -37,6 +37,7 @@
 #include "weir/error.h"
 
 #define SEAL_KEY_BYTES 16
+#define SEAL_BASE_BYTES 32   /* a direction's base key: HKDF-Expand's PRK, HashLen bytes */
 #define SEAL_IV_BYTES 12
 #define SEAL_TAG_BYTES 16
 #define SEAL_HEADER 8
@@ -51,7 +52,7 @@
 #define SEAL_EPOCH_RECORDS (1ULL << 14)
 
 struct seal_direction {
-    unsigned char base[SEAL_KEY_BYTES];
+    unsigned char base[SEAL_BASE_BYTES];
     unsigned char iv[SEAL_IV_BYTES];
 };
 

@@ -129,6 +129,30 @@ ok "nothing reached the keyless listener"
 kill "$LPID"
 has_msg "$TMP/lerr" "no key and no allow-list: anyone who can reach" "a keyless open listener warns"
 
+# a keyed peer whose records are of an older form (a greeting with the key
+# bit and not bit 6) is refused by name before the handshake, both ways
+listen "$TMP/out" "$TMP/lerr" --key-file "$KEY"
+{ "$TESTTOOL" greet 1 1 S 3; sleep 2; } | nc 127.0.0.1 "$LPORT" >"$TMP/told" 2>/dev/null
+wait_for "$TMP/lerr" "a sender with a key: its encrypted records are of an older weir's form (upgrade it)" 10
+grep -qa "older weir's form" "$TMP/told" || fail "the older sender was not told why"
+ok "a keyed sender with records of an older form is refused, and told why"
+kill "$LPID"
+"$TESTTOOL" greet 1 1 R 3 >"$TMP/oldgreet"
+python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print("port", s.getsockname()[1], flush=True)
+c, _ = s.accept(); c.sendall(open(sys.argv[1], "rb").read()); c.settimeout(10)
+got = c.recv(1 << 16)
+open(sys.argv[2], "wb").write(got)
+' "$TMP/oldgreet" "$TMP/oldgot" >"$TMP/oldport" &
+PIDS+=($!)
+wait_for "$TMP/oldport" "port " 10
+expect 5 "a keyed sender at a listener with records of an older form" "$WEIR" -q \
+    --key-file "$KEY" -i "$TMP/in" -O "127.0.0.1:$(grep -o '[0-9]*$' "$TMP/oldport")"
+has_msg "$TMP/err" "the receiver has a key, but its encrypted records are of an older weir's form" \
+    "the sender names the older listener"
+
 # a crowd does not keep a keyed sender out
 listen "$TMP/out" "$TMP/lerr" --key-file "$KEY"
 mkfifo "$TMP/crowdhold"

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void test_keys(struct seal_session *k)
 {
     memset(k, 0, sizeof *k);
-    for (int i = 0; i < SEAL_KEY_BYTES; i++) {
+    for (int i = 0; i < SEAL_BASE_BYTES; i++) {
         k->to_receiver.base[i] = (unsigned char)(i + 1);
         k->to_sender.base[i] = (unsigned char)(i + 101);
     }

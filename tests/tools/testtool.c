@@ -58,8 +58,9 @@
  *   testtool status CODE BYTES MSG    write a weir answer record ('S')
  *   testtool flood PORT SECS          keep opening connections to PORT for SECS,
  *       at most 8 open at once, the oldest closed first
- *   testtool greet VERSION OLDEST ROLE   write a weir greeting record (role S,
- *       R or T) with its checksum, for tests that play a peer by hand
+ *   testtool greet VERSION OLDEST ROLE [FEATURES]   write a weir greeting
+ *       record (role S, R or T) with its checksum, for tests that play a peer
+ *       by hand; FEATURES (default 1: keepalives) as a number
  *   testtool join DIR INDEX TEST      write a link test's JOIN record (DIR O or
  *       I) for the test numbered TEST, with a token of zeros
  *   testtool hello N MICROSECONDS MAXSIZE SIZES   write a link test's HELLO
@@ -1125,13 +1126,14 @@ static int cmd_status(int code, unsigned long long bytes, const char *msg)
 }
 
 /* A 'G' record as doc/stream-format.md describes it. */
-static int cmd_greet(int version, int oldest, const char *role)
+static int cmd_greet(int version, int oldest, const char *role, unsigned features)
 {
     unsigned char g[32] = {0x57, 0x2A, 0x4D, 0x18, 24, 0, 0, 0, 'G', 'W', 'E', 'I', 'R'};
     g[13] = (unsigned char)version;
     g[14] = (unsigned char)oldest;
     g[15] = (unsigned char)role[0];
-    g[16] = 1;   /* features: keepalives */
+    for (int i = 0; i < 4; i++)
+        g[16 + i] = (unsigned char)(features >> (8 * i));
     uint64_t sum = XXH3_64bits(g, 24);
     for (int i = 0; i < 8; i++)
         g[24 + i] = (unsigned char)(sum >> (8 * i));
@@ -1228,7 +1230,8 @@ int main(int argc, char **argv)
     if (argc >= 4 && strcmp(argv[1], "flood") == 0)
         return cmd_flood(atoi(argv[2]), atof(argv[3]));
     if (argc >= 5 && strcmp(argv[1], "greet") == 0)
-        return cmd_greet(atoi(argv[2]), atoi(argv[3]), argv[4]);
+        return cmd_greet(atoi(argv[2]), atoi(argv[3]), argv[4],
+                         argc >= 6 ? (unsigned)strtoul(argv[5], NULL, 0) : 1);
     if (argc >= 6 && strcmp(argv[1], "hello") == 0)
         return link_record('H', 0, (unsigned)atoi(argv[2]), strtoull(argv[3], NULL, 10),
                            strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10));

@@ -149,10 +149,10 @@ static void handshakes(void)
     CHECK(memcmp(&cs.to_receiver, &ss.to_receiver, sizeof cs.to_receiver) == 0 &&
           memcmp(&cs.to_sender, &ss.to_sender, sizeof cs.to_sender) == 0,
           "both ends derive the same record keys");
-    CHECK(memcmp(cs.to_receiver.base, cs.to_sender.base, SEAL_KEY_BYTES) != 0,
+    CHECK(memcmp(cs.to_receiver.base, cs.to_sender.base, SEAL_BASE_BYTES) != 0,
           "each direction has its own key");
     CHECK(handshake(cc, sc, &cs2, &ss2, &ce, &se) == 0, "a second handshake");
-    CHECK(memcmp(cs.to_receiver.base, cs2.to_receiver.base, SEAL_KEY_BYTES) != 0,
+    CHECK(memcmp(cs.to_receiver.base, cs2.to_receiver.base, SEAL_BASE_BYTES) != 0,
           "every connection gets fresh keys ((EC)DHE)");
     /* the same identity with another key */
     CHECK(tls_context_new(&wrong, &other, ko, false, &err) == 0, "wrong client");
@@ -175,7 +175,7 @@ static void handshakes(void)
 static void records(void)
 {
     struct seal_direction d, e;
-    for (int i = 0; i < SEAL_KEY_BYTES; i++)
+    for (int i = 0; i < SEAL_BASE_BYTES; i++)
         d.base[i] = (unsigned char)i, e.base[i] = (unsigned char)(i + 1);
     memset(d.iv, 7, sizeof d.iv);
     memset(e.iv, 7, sizeof e.iv);
