@@ -64,25 +64,35 @@ struct admission {
     unsigned logged, unlogged;  /* refusals logged and left out in it */
 };
 
-/* Log one refusal, at most LOG_PER_SECOND a second; the rest are counted
- * and said in one line when the second is over. */
+/* Log one line about a waiting connection (a refusal, a newcomer), at
+ * most LOG_PER_SECOND a second, on the terminal and in a -l file alike:
+ * the rest are counted and said in one line with the next second's first.
+ * Lines of a level that goes nowhere are not counted. */
 #define LOG_PER_SECOND 10
 #define ACCEPT_BATCH 8   /* connections accepted before the waiting ones are heard again */
 
-static void refusal(struct admission *a, const char *fmt, const char *peer, const char *why)
+static void bounded(struct admission *a, enum log_level level, const char *fmt, const char *peer,
+                    const char *why)
 {
+    if (!log_enabled(a->log, level))
+        return;
     double now = clock_now();
     if (now - a->log_second >= 1.0) {
         if (a->unlogged > 0)
-            log_msg(a->log, LOG_WARN, "... and %u more connections refused or dropped in that "
-                    "second", a->unlogged);
+            log_msg(a->log, LOG_WARN, "... and %u more lines about connections (refused, "
+                    "dropped or waiting) left out in that second", a->unlogged);
         a->log_second = now;
         a->logged = a->unlogged = 0;
     }
     if (a->logged++ < LOG_PER_SECOND)
-        log_msg(a->log, LOG_WARN, fmt, peer, why);
+        log_msg(a->log, level, fmt, peer, why);
     else
         a->unlogged++;
+}
+
+static void refusal(struct admission *a, const char *fmt, const char *peer, const char *why)
+{
+    bounded(a, LOG_WARN, fmt, peer, why);
 }
 
 /* A waiting connection's TLS handshake and the secret memory for what it
@@ -305,7 +315,8 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
                               .unmarked = unmarked};
         snprintf(c->peer, sizeof c->peer, "%s", peer);
         a->count++;
-        log_msg(a->log, LOG_DEBUG, "connection from %s: waiting for it to prove itself", peer);
+        bounded(a, LOG_DEBUG, "connection from %s: waiting for it to %s", peer,
+                "prove itself");
     }
     return 0;
 }
@@ -830,23 +841,30 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
 
 void listener_refuse_waiting(struct tcp_listener *l, bool raw, struct weir_log *log)
 {
+    static const char why[] = LISTENER_BUSY " (this listener takes no other sender until it "
+                              "ends)";
+    int refused = 0;
     for (int i = 0; i < ACCEPT_BATCH && l->fd >= 0; i++) {
         struct sockaddr_storage ss;
         socklen_t slen = sizeof ss;
         int fd = accept4(l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
-            return;
-        static const char why[] = LISTENER_BUSY " (this listener takes no other sender "
-                                  "until it ends)";
-        char peer[80];
-        tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
-        log_msg(log, LOG_WARN, "refused connection from %s: %s", peer, why);
+            break;
+        /* one line a batch (a batch every half second at most): a flood
+         * during a transfer must not fill a -l file */
+        if (refused++ == 0) {
+            char peer[80];
+            tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
+            log_msg(log, LOG_WARN, "refused connection from %s: %s", peer, why);
+        }
         if (!raw) {
             send_refusal(fd, why);
             (void)shutdown(fd, SHUT_WR);
         }
         close(fd);
     }
+    if (refused > 1)
+        log_msg(log, LOG_WARN, "... and %d more connections refused at once (busy)", refused - 1);
 }
 
 /* Drop connections whose time is up; the earliest remaining deadline. */

@@ -12,6 +12,7 @@ void log_init(struct weir_log *log, bool quiet, int verbosity)
 {
     sync_mutex_init(&log->lock);
     log->file = NULL;
+    log->path = NULL;
     log->quiet = quiet;
     log->verbosity = verbosity;
     log->tty = isatty(STDERR_FILENO) == 1;
@@ -21,6 +22,7 @@ void log_init(struct weir_log *log, bool quiet, int verbosity)
 int log_open_file(struct weir_log *log, const char *path)
 {
     log->file = fopen(path, "ae");   /* close-on-exec: children never hold it */
+    log->path = path;
     return log->file ? 0 : -1;
 }
 
@@ -44,6 +46,34 @@ static bool log_wanted(const struct weir_log *log, enum log_level level)
         return !log->quiet && log->verbosity > 0;
     }
     return true;
+}
+
+/* The -l file's level: the terminal's, but -q quiets the terminal only. */
+static bool file_wanted(const struct weir_log *log, enum log_level level)
+{
+    return log->file && (level != LOG_DEBUG || log->verbosity > 0);
+}
+
+bool log_enabled(struct weir_log *log, enum log_level level)
+{
+    sync_lock(&log->lock);
+    bool on = log_wanted(log, level) || file_wanted(log, level);
+    sync_unlock(&log->lock);
+    return on;
+}
+
+/* Append to the -l file; a file that fails (a full disk) is said so once,
+ * on stderr, and left. */
+static void file_write_locked(struct weir_log *log, const char *line, size_t len)
+{
+    if (fwrite(line, 1, len, log->file) == len && fflush(log->file) == 0)
+        return;
+    int e = errno;
+    fprintf(stderr, "weir: log file %s: write: %s; no more lines go there (the transfer "
+            "goes on)\n", log->path ? log->path : "(-l)", strerror(e));
+    fflush(stderr);
+    fclose(log->file);
+    log->file = NULL;
 }
 
 static void log_erase_locked(struct weir_log *log)
@@ -74,10 +104,8 @@ void log_msg(struct weir_log *log, enum log_level level, const char *fmt, ...)
         fwrite(line, 1, len, stderr);
         fflush(stderr);
     }
-    if (log->file) {
-        fwrite(line, 1, len, log->file);
-        fflush(log->file);
-    }
+    if (file_wanted(log, level))
+        file_write_locked(log, line, len);
     sync_unlock(&log->lock);
 }
 
@@ -99,8 +127,10 @@ void log_status_line(struct weir_log *log, const char *line)
     fprintf(stderr, "%s\n", line);
     fflush(stderr);
     if (log->file) {
-        fprintf(log->file, "%s\n", line);
-        fflush(log->file);
+        char buf[2048];
+        int n = snprintf(buf, sizeof buf, "%s\n", line);
+        file_write_locked(log, buf, n < 0 ? 0 : (size_t)n < sizeof buf ? (size_t)n
+                                                                     : sizeof buf - 1);
     }
     sync_unlock(&log->lock);
 }

@@ -5,6 +5,12 @@
  * these functions; a mutex keeps lines whole and lets the status line (which
  * is redrawn in place with '\r' on a terminal) be erased before a message is
  * printed over it.  The struct is owned by main() and outlives every thread.
+ *
+ * The -l file takes what the terminal takes, at the same levels, except
+ * that -q quiets only the terminal: a quiet weir still keeps its record in
+ * the file (errors, notices, warnings and information; debug lines with
+ * -v).  A file that cannot take a line is said so once on stderr, and no
+ * more lines go there.
  */
 #ifndef WEIR_LOG_H
 #define WEIR_LOG_H
@@ -25,6 +31,7 @@ enum log_level {
 struct weir_log {
     pthread_mutex_t lock;
     FILE *file;          /* -l FILE, or NULL */
+    const char *path;    /* its name, for the one message if it fails */
     bool quiet;          /* -q */
     int verbosity;       /* number of -v */
     bool tty;            /* stderr is a terminal: the status line is drawn */
@@ -35,6 +42,10 @@ void log_init(struct weir_log *log, bool quiet, int verbosity);
 /* Opens (appends to) the -l file.  Returns -1 with errno on failure. */
 int log_open_file(struct weir_log *log, const char *path);
 void log_close(struct weir_log *log);
+/* Whether a message of this level goes anywhere (the terminal or the
+ * file): callers that count what they log (a flood's bound) count only
+ * these. */
+bool log_enabled(struct weir_log *log, enum log_level level);
 void log_msg(struct weir_log *log, enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Redraw the status line in place (terminal only). */

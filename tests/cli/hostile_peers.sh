@@ -83,6 +83,41 @@ lines=$(grep -c "connection from 127.0.0.1" "$TMP/lerr")
 [ "$lines" -lt 200 ] || fail "the flood wrote $lines log lines"
 ok "the refusal log is bounded ($lines lines)"
 
+# the -l file obeys the same bound and the same levels as the terminal: a
+# flood of connections and one of junk at a keyed listener, -v and -q
+"$WEIR" -q --genkey "$TMP/flood.key" --key-id flood || fail "--genkey"
+for opts in "-v" "-q" "-v --key-file $TMP/flood.key"; do
+    rm -f "$TMP/flood.log"
+    listen "$TMP/out" "$TMP/lerr" -l "$TMP/flood.log" $opts
+    floods=()
+    for i in 1 2 3 4; do
+        "$TESTTOOL" flood "$LPORT" 4 >/dev/null &
+        floods+=($!)
+    done
+    PIDS+=("${floods[@]}")
+    "$TESTTOOL" crowd "$LPORT" 50 3000 </dev/null >/dev/null 2>&1 &
+    PIDS+=($!)
+    sleep_until=$(( $(date +%s) + 5 ))
+    until [ "$(date +%s)" -ge "$sleep_until" ]; do
+        grep -q "dropped connection from 127.0.0.1" "$TMP/flood.log" 2>/dev/null && break
+        sleep 0.1
+    done
+    grep -q "dropped connection from 127.0.0.1" "$TMP/flood.log" ||
+        fail "a flood ($opts): the -l file has no refusal"
+    for f in "${floods[@]}"; do wait_bounded "$f" 20; done   # they end after 4 s
+    kill "$LPID"
+    wait_bounded "$LPID" 10
+    lines=$(wc -l <"$TMP/flood.log")
+    # 10 lines a second and one counting line, for at most 6 s, and a few more
+    [ "$lines" -le 90 ] || fail "a flood ($opts): the -l file got $lines lines"
+    ok "a flood ($opts): the -l file is bounded ($lines lines)"
+    if [ "$opts" = "-q" ]; then
+        grep -q "waiting for it to prove itself" "$TMP/flood.log" &&
+            fail "a flood (-q): debug lines reached the -l file"
+        ok "the -l file takes no debug lines without -v"
+    fi
+done
+
 # -6: IPv6 only
 rm -f "$TMP/lerr"   # never read a previous listener's port
 "$WEIR" -6 -I 0 -o /dev/null 2>"$TMP/lerr" &
