@@ -27,4 +27,12 @@ has_msg "$TMP/log" "weir: output /dev/full: write: No space left on device" "-l 
 has_msg "$TMP/log" "summary: INCOMPLETE" "-l copies the summary"
 expect 2 "-l into a missing directory" "$WEIR" -l "$TMP/no/such/dir/log" -i "$TMP/in" -o /dev/null
 has_msg "$TMP/err" "log $TMP/no/such/dir/log: open: No such file or directory" "log file errors are named"
+# a log file that cannot take a line (a full disk) is said so once; the
+# transfer, whose data is whole, goes on and succeeds
+expect 0 "-l on a full disk" "$WEIR" -l /dev/full -i "$TMP/in" -o "$TMP/out.full"
+has_msg "$TMP/err" "weir: log file /dev/full: write: No space left on device; no more lines go there (the transfer goes on)" \
+    "a log file that fails is named, with the cause"
+[ "$(grep -c 'log file /dev/full' "$TMP/err")" -eq 1 ] || fail "the log file's failure said more than once"
+ok "the log file's failure is said once"
+same "$TMP/in" "$TMP/out.full" "the transfer beside a failed log file"
 done_testing
