@@ -97,6 +97,10 @@ static int parse_line(struct keyring *ring, const char *path, unsigned lineno, c
 {
     if (len == 0 || line[0] == '#')
         return 0;
+    if (line[len - 1] == '\r')
+        return error_set(err, WEIR_EXIT_USAGE, "key file %s: line %u ends in a carriage return "
+                         "(Windows line endings: convert the file, e.g. with dos2unix)", path,
+                         lineno);
     const char *sp = memchr(line, ' ', len);
     size_t idlen = sp ? (size_t)(sp - line) : len;
     if (!sp)

@@ -76,6 +76,9 @@ static void key_files(void)
     load_fails("short.key", "line 1: the key is not 32 bytes of base64");
     write_file("nonl.key", "a AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", 0600);
     load_fails("nonl.key", "line 1 does not end in a newline");
+    write_file("crlf.key", "# from a Windows editor\r\n"
+                           "a AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\r\n", 0600);
+    load_fails("crlf.key", "line 2 ends in a carriage return (Windows line endings");
     write_file("badid.key", "a/b AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n", 0600);
     load_fails("badid.key", "line 1: an identity is");
     write_file("empty.key", "# nothing\n", 0600);
