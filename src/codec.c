@@ -148,6 +148,14 @@ size_t codec_confirm(unsigned char *dst, uint64_t bytes)
     return record_seal(dst, CODEC_SESSION_SIZE);
 }
 
+size_t codec_done(unsigned char *dst, uint64_t bytes, uint64_t chain)
+{
+    record_start(dst, CODEC_SESSION_SIZE - 8, 'D');
+    codec_put64(dst + 16, bytes);
+    codec_put64(dst + 24, chain);
+    return record_seal(dst, CODEC_SESSION_SIZE);
+}
+
 size_t codec_link(unsigned char *dst, const struct codec_link *l)
 {
     record_start(dst, CODEC_LINK_SIZE - 8, 'L');
@@ -307,6 +315,12 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
             r->bytes = codec_get64(p + 16);
         else
             memcpy(r->token, p + 16, CODEC_TOKEN_SIZE);
+        return 0;
+    case 'D':
+        if (len != CODEC_SESSION_SIZE || !zeros(p + 9, 7))
+            return bad_record(why, whylen, "malformed weir session record");
+        r->bytes = codec_get64(p + 16);
+        r->chain = codec_get64(p + 24);
         return 0;
     default:
         return bad_record(why, whylen, "unexpected weir record");

@@ -1265,7 +1265,7 @@ int weir_run(struct weir_engine *e, const struct weir_observer *obs)
          * consumer exited: the sender's exit status rests on this */
         int code = p->failed ? p->first.status : 0;
         const char *msg = p->failed ? p->first.msg : NULL;
-        bool sent = session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg) == 0;
+        bool sent = reader_answer(p, code, msg);
         if (!sent && !p->failed && !p->answer_home)
             log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s", p->in.name,
                     strerror(errno));

@@ -246,6 +246,9 @@ struct pipeline {
     size_t nahead, ahead_pos;
     bool in_plain;             /* the listener admitted plain bytes (plain_too) */
     bool answer_sender;        /* lock: the input is a weir stream over TCP */
+    bool answer_word;          /* the reader's, then main's: its sender says when it has
+                                  read the answer (CODEC_FEATURE_ANSWER_READ) */
+    double answer_until;       /* main's: then, the end of its wait for that word */
     uint64_t stream_chain;     /* lock: the received stream's chain, once verified */
     bool stream_whole;         /* lock: the received stream ended, whole and verified */
     bool answer_home;          /* lock while the reader runs, then the main thread's: a
@@ -310,6 +313,10 @@ void *reader_main(void *arg);
  * sender could read it is waited for again on the listening socket, and
  * the sender that comes back is told the whole stream is held and given
  * the answer again.  The main thread's, at the end of weir_run(). */
+/* The main thread's answer to the sender, once every output is done: true
+ * when it went.  A sender that will say it read it is waited for (its 'D',
+ * or a knock of its return), within the answer-home window. */
+bool reader_answer(struct pipeline *p, int code, const char *msg);
 void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg,
                         atomic_bool *halt);
 void *writer_main(void *arg);

@@ -872,7 +872,9 @@ static int read_input(struct reader *r, struct weir_error *e)
     struct stream_source src = {.read = source_read, .settle = source_settle, .ctx = r,
                                 .error_status = p->in.status, .name = p->in.name,
                                 .sealed = p->in.sealed != NULL,
-                                .one_stream = p->cfg->channel_trusted};
+                                /* the trailer ends it: a sender that will say
+                                 * it read the answer keeps its direction open */
+                                .one_stream = p->cfg->channel_trusted || p->answer_word};
     if (stream_init(&d, &src, e))
         return STEP_FAIL;
     p->decoder = &d;
@@ -967,6 +969,9 @@ static int admit_sender(struct pipeline *p, struct weir_error *e)
                        e))
         return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;
     p->in_plain = peer.plain;
+    /* only a session that may resume can give an answer lost on the way
+     * again, so only there does the sender's word count (writer.c, says_read) */
+    p->answer_word = (peer.features & CODEC_FEATURE_ANSWER_READ) && peer.listening;
     snprintf(p->identity, sizeof p->identity, "%s", peer.identity);
     take_connection(p, &t, false);
     if (!peer.listening)
@@ -1122,6 +1127,34 @@ static int resume_input(struct reader *r, const char *cause)
 #define ANSWER_READ_MS 5000     /* for the sender's host to acknowledge the answer */
 #define ANSWER_HOME_SECS 30.0   /* for it to come back for the answer, at most */
 
+/* How long a sender has to come back for its answer (or to say it read it). */
+static double answer_window(const struct pipeline *p)
+{
+    return p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
+}
+
+/* What an answer waits for after it went (session.h): a sender that will
+ * say it read the answer of a whole stream gets one window from the first
+ * answer, on its connection and, through a knock on the kept port, on the
+ * one it comes back on.  NULL: the plain drain. */
+static const struct answer_wait *answer_wait(struct pipeline *p, struct answer_wait *w)
+{
+    if (!p->answer_word || !p->stream_whole)
+        return NULL;
+    if (p->answer_until == 0)
+        p->answer_until = clock_now() + answer_window(p);
+    w->knock_fd = p->answer_home ? p->listener.fd : -1;
+    w->until = p->answer_until;
+    return w;
+}
+
+bool reader_answer(struct pipeline *p, int code, const char *msg)
+{
+    struct answer_wait w;
+    return session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg,
+                          answer_wait(p, &w)) == 0;
+}
+
 /* The connection broke once the whole stream was in, and the outputs (a
  * consumer committing it) may take longer than the sender's --reconnect:
  * take the sender back now, on the reader's thread, with the ring already
@@ -1130,7 +1163,7 @@ static int resume_input(struct reader *r, const char *cause)
  * come back gets no answer: the outputs are whole all the same. */
 static void take_back_for_answer(struct pipeline *p)
 {
-    double window = p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
+    double window = answer_window(p);
     char name[sizeof p->in.name];
     snprintf(name, sizeof name, "%s", p->in.name);
     log_msg(p->log, LOG_WARN, "%s: the connection broke after the whole stream arrived; "
@@ -1152,14 +1185,19 @@ static void take_back_for_answer(struct pipeline *p)
             "are done", p->in.name);
 }
 
-/* Whether the answer just sent reached the sender's host: every byte this
- * end wrote on the connection, the answer last, acknowledged by the
- * sender's TCP within ANSWER_READ_MS.  The sender's own
- * end of file proves nothing here: it half-closed after its trailer, long
- * before the answer.  A connection that is not a socket (a relay) is
- * taken as delivered once its other end closes.  halt ends the wait. */
+/* Whether the answer just sent reached the sender.  A sender that offered
+ * CODEC_FEATURE_ANSWER_READ says so itself ('D', read by session_answer's
+ * drain): nothing else counts, since a relay between the two acknowledges
+ * the answer for it and may still lose it.  For an older sender: every
+ * byte this end wrote on the connection, the answer last, acknowledged by
+ * the sender's TCP within ANSWER_READ_MS; its end of file proves nothing
+ * (it half-closed after its trailer, long before the answer).  A
+ * connection that is not a socket (a relay) is taken as delivered once
+ * its other end closes.  halt ends the wait. */
 static bool answer_delivered(struct pipeline *p, atomic_bool *halt)
 {
+    if (p->answer_word)
+        return p->back.answer_read;
     char b[64];
     if (!p->in.is_socket)
         return p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, halt) >= 0;
@@ -1195,8 +1233,8 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
      * weir gone) */
     if (p->failed && p->first.status != WEIR_EXIT_OUTPUT)
         goto done;
-    double window = p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
-    double deadline = 0;
+    double window = answer_window(p);
+    double deadline = p->answer_until;   /* a sender's word: one window from the answer */
     bool back = false;   /* a connection it came back on */
     while (!(sent && answer_delivered(p, halt)) && !atomic_load(halt)) {
         /* a break, or silence: the answer may be lost on the way.  The
@@ -1207,8 +1245,9 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
         double left = deadline - clock_now();
         log_msg(p->log, LOG_WARN, "%s: %s; waiting up to %.3g s for it to come back for it",
                 p->in.name, !sent ? "the connection broke before the sender had the answer"
-                                  : "the answer was not acknowledged within 5 s, and may not "
-                                    "have reached the sender",
+                            : p->answer_word ? "the sender has not said that it read the answer"
+                                             : "the answer was not acknowledged within 5 s, and "
+                                               "may not have reached the sender",
                 left > 0 ? left : 0);
         struct weir_error e;
         /* the engine's stop is set by now: this has its own bound, and halt */
@@ -1220,7 +1259,7 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
         }
         /* it was told everything is held: it resends nothing and waits for this */
         sync_lock(&p->lock);
-        sent = session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg) == 0;
+        sent = reader_answer(p, code, msg);
         sync_unlock(&p->lock);
         back = true;
     }
@@ -1229,6 +1268,44 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
 done:
     tcp_listener_close(&p->listener);
     OPENSSL_cleanse(p->token, sizeof p->token);
+}
+
+/* Whether every output has finished (its thread ended). */
+static bool outputs_done(struct pipeline *p)
+{
+    sync_lock(&p->lock);
+    bool done = true;
+    for (int i = 0; i < p->nout; i++)
+        done &= !p->out[i].running;
+    sync_unlock(&p->lock);
+    return done;
+}
+
+/* A sender that will say it read the answer keeps its connection open
+ * after the trailer and sends nothing until the answer.  While the outputs
+ * finish (a consumer committing), the reader watches that connection, so
+ * that a break then (a reset, an end) takes the sender back at once, as a
+ * break in the stream would, not when the answer finds it gone (a sender
+ * whose --reconnect is shorter than the drain would be gone by then). */
+static void watch_after_trailer(struct reader *r)
+{
+    struct pipeline *p = r->p;
+    while (!atomic_load(&p->stop) && !outputs_done(p)) {
+        struct pollfd pf = {.fd = p->in.fd, .events = POLLIN};
+        int n = poll(&pf, 1, 100);
+        if (n < 0 && errno != EINTR)
+            return;
+        if (n <= 0)
+            continue;
+        char c;
+        ssize_t k = recv(p->in.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (k > 0)
+            return;   /* bytes (a trailer sent again): the answer's drain reads them */
+        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            r->broke_whole = true;   /* the sender comes back for its answer */
+            return;
+        }
+    }
 }
 
 /* The input ended or failed: close it (a producer is waited for, so its
@@ -1290,6 +1367,8 @@ void *reader_main(void *arg)
     p->jobs_done = true;
     sync_broadcast(&p->job_cv);
     sync_unlock(&p->lock);
+    if (home && p->answer_word && rc == STEP_OK && !r.broke_whole)
+        watch_after_trailer(&r);
     if (home && r.broke_whole && rc == STEP_OK)
         take_back_for_answer(p);
     thread_done(p, &p->reader_running);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <openssl/crypto.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,8 +450,81 @@ bool session_confirm(struct session_in *s, uint64_t held)
 
 #define DRAIN_SECS 5.0   /* how long a receiver reads on after it answered */
 
+/* Records in what the sender sent after the answer: true at a 'D' that
+ * says it read this answer (bytes, chain).  Anything before it (a trailer
+ * sent again after a resume at the very end) is passed over; buf keeps a
+ * record cut between reads. */
+static bool found_done(unsigned char *buf, size_t *have, uint64_t bytes, uint64_t chain)
+{
+    size_t at = 0;
+    for (;;) {
+        size_t left = *have - at, len = left >= 8 ? codec_record_length(buf + at) : 0;
+        if (left >= 8 && len == 0) {
+            *have = 0;   /* not records: nothing to find */
+            return false;
+        }
+        if (left < 8 || left < len)
+            break;
+        struct codec_record r;
+        char why[64];
+        if (codec_parse_record(buf + at, len, &r, why, sizeof why) == 0 && r.type == 'D' &&
+            r.bytes == bytes && r.chain == chain)
+            return true;
+        at += len;
+    }
+    memmove(buf, buf + at, *have - at);
+    *have -= at;
+    return false;
+}
+
+/* Whether a connection knocks on a listening socket (-1: none). */
+static bool knocked(int fd)
+{
+    struct pollfd k = {.fd = fd, .events = POLLIN};
+    return fd >= 0 && poll(&k, 1, 0) > 0;
+}
+
+/* Read what the sender still sends, for DRAIN_SECS or to its end; with w,
+ * until its 'D' for this answer, w's deadline, or a knock. */
+static void drain(struct session_in *s, const struct answer_wait *w, uint64_t bytes,
+                  uint64_t chain)
+{
+    atomic_bool never = false;
+    double deadline = w ? w->until : clock_now() + DRAIN_SECS;
+    unsigned char sink[16384], recs[2 * CODEC_RECORD_MAX];
+    size_t have = 0;
+    for (;;) {
+        double left = deadline - clock_now();
+        if (left <= 0 || (w && knocked(w->knock_fd)))
+            return;
+        /* short slices while a knock may come: it has no event here */
+        int ms = w && w->knock_fd >= 0 && left > 0.1 ? 100 : (int)(left * 1000) + 1;
+        if (s->t->ops->wait(s->t, POLLIN, ms, &never) != 0) {
+            if (errno == ETIMEDOUT)
+                continue;
+            return;
+        }
+        ssize_t r = s->t->ops->read(s->t, sink, sizeof sink, ms, &never);
+        if (r < 0 && errno == ETIMEDOUT)
+            continue;
+        if (r <= 0)
+            return;
+        for (size_t off = 0; w && off < (size_t)r;) {
+            size_t take = sizeof recs - have < (size_t)r - off ? sizeof recs - have
+                                                               : (size_t)r - off;
+            memcpy(recs + have, sink + off, take);
+            have += take;
+            off += take;
+            if (found_done(recs, &have, bytes, chain)) {
+                s->answer_read = true;
+                return;
+            }
+        }
+    }
+}
+
 int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chain,
-                   const char *msg)
+                   const char *msg, const struct answer_wait *w)
 {
     unsigned char rec[CODEC_RECORD_MAX];
     size_t n = codec_status(rec, code, bytes, chain, msg);
@@ -458,11 +532,11 @@ int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chai
     /* first the rest of a keepalive that was under way (sealed already) */
     for (size_t off = 0; off < s->len;) {
         struct iovec iov = {s->out + off, s->len - off};
-        ssize_t w = io_writev(s->t->fd, &iov, 1, 10000, &never);
-        transport_count(s->t->wire_tx, w);
-        if (w < 0)
+        ssize_t wr = io_writev(s->t->fd, &iov, 1, 10000, &never);
+        transport_count(s->t->wire_tx, wr);
+        if (wr < 0)
             return -1;
-        off += (size_t)w;
+        off += (size_t)wr;
     }
     if (s->t->sealed)
         transport_sealed_last(s->t);   /* the answer ends this direction */
@@ -471,16 +545,8 @@ int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chai
     s->len = 0;
     if (shutdown(s->t->fd, SHUT_WR) != 0)
         return 0;
-    double deadline = clock_now() + DRAIN_SECS;
-    unsigned char sink[16384];
-    for (;;) {
-        double left = deadline - clock_now();
-        if (left <= 0)
-            return 0;
-        ssize_t r = s->t->ops->read(s->t, sink, sizeof sink, (int)(left * 1000) + 1, &never);
-        if (r <= 0)
-            return 0;
-    }
+    drain(s, w, bytes, chain);
+    return 0;
 }
 
 /* ---- the handshake of a connecting end ------------------------------------ */

@@ -49,6 +49,7 @@
 
 #define CONSUMER_PATIENCE 2.0   /* seconds a consumer that closed its input has to exit */
 #define RAW_CONFIRM_SECS 5.0    /* how long a --raw sender waits for its peer to close */
+
 /* resuming (--reconnect): */
 #define RESUME_MARKS 65536      /* records the receiver may not have confirmed yet */
 #define RESUME_SILENCE_SECS 10.0   /* a receiver that says nothing for this long is cut off
@@ -164,6 +165,16 @@ static int broke_while_idle(struct output *o, struct weir_error *e)
     error_set(e, WEIR_EXIT_NETWORK, "%s: %s", o->t.name, o->broken_why);
     sync_unlock(&o->p->lock);
     return STEP_FAIL;
+}
+
+/* Whether the receiver waits for this sender's word that it read the
+ * answer: both offer CODEC_FEATURE_ANSWER_READ (this end always does), and
+ * the session may resume (the receiver named it), since only then can a
+ * receiver give an answer lost on the way again.  Lock held, or the
+ * writer's own thread (the session is named long before the end). */
+static bool says_read(const struct output *o)
+{
+    return (o->session.peer_features & CODEC_FEATURE_ANSWER_READ) && o->resumable;
 }
 
 /* ---- holes ---------------------------------------------------------------- */
@@ -671,7 +682,7 @@ static int writer_loop(struct output *o, struct weir_error *e)
                 o->ended = true;
             bool last = o->ended;
             sync_unlock(&p->lock);
-            if (last && o->t.sealed)
+            if (last && o->t.sealed && !says_read(o))
                 transport_sealed_last(&o->t);
         }
         ssize_t w;
@@ -768,7 +779,8 @@ static void queue_seals_locked(struct output *o)
             j->len = sp[0].len;
         }
         if (!o->session.frame && ring_range_last_locked(&p->ring, o->q_seq, o->q_off, j->step)) {
-            j->flags = SEAL_END;   /* -z: the trailer's record ends the direction */
+            /* -z: the trailer's record ends the direction (or the 'D' will) */
+            j->flags = says_read(o) ? 0 : SEAL_END;
             o->ended = true;       /* and a success answer may come once it is out */
         }
         j->num = transport_sealed_numbers(&o->t, o->session.frame ? 3 : 1);
@@ -1025,13 +1037,31 @@ static int start_backchannel(struct output *o, struct weir_error *e)
     return STEP_OK;
 }
 
+/* Tell a receiver that waits for it that its answer (bytes, chain) was
+ * read, then end this direction: the 'D' is its last record.  A 'D' that
+ * cannot go leaves the receiver waiting for this sender to come back, as
+ * for an answer lost; this end's verdict stands either way. */
+static void say_read(struct output *o, uint64_t bytes, uint64_t chain)
+{
+    if (!says_read(o))
+        return;
+    unsigned char d[CODEC_SESSION_SIZE];
+    size_t n = codec_done(d, bytes, chain);
+    if (o->t.sealed)
+        transport_sealed_last(&o->t);
+    struct weir_error ignored;
+    if (transport_write_all(&o->t, d, n, io_timeout_ms(o->p, &o->t), &o->halt) == 0)
+        (void)o->t.ops->half_close(&o->t, &ignored);
+}
+
 /* After the last byte: end the stream and wait for the receiver's verdict.
  * --timeout bounds the silence, not the wait: a receiver draining into a
- * slow consumer keeps saying so. */
+ * slow consumer keeps saying so.  A receiver that waits for this sender's
+ * word ('D') gets no end of file before it: the trailer ended the stream. */
 static int await_answer(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
-    if (o->t.ops->half_close(&o->t, e)) {
+    if (!says_read(o) && o->t.ops->half_close(&o->t, e)) {
         if (breaks_connection(errno))
             (void)write_error(o, e, "shutdown");   /* a break: it may resume */
         return STEP_FAIL;
@@ -1070,6 +1100,8 @@ static int await_answer(struct output *o, struct weir_error *e)
     int code = o->status_code;
     uint64_t acked = o->status_bytes, chain = o->status_chain;
     sync_unlock(&p->lock);
+    if (received)
+        say_read(o, acked, chain);
     if (!received && broken)
         return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke before the receiver "
                          "answered (%s)", o->t.name, o->broken_why), STEP_FAIL;
@@ -1571,7 +1603,7 @@ static int writer_end(struct output *o, struct weir_error *e)
         sync_lock(&p->lock);
         o->ended = true;   /* a success answer may come once the trailer is out */
         sync_unlock(&p->lock);
-        if (o->t.sealed)
+        if (o->t.sealed && !says_read(o))
             transport_sealed_last(&o->t);
         if (mark(o, MARK_TRAILER, 0) ||
             session_trailer(&o->session, io_timeout_ms(p, &o->t), &o->halt))

@@ -125,11 +125,20 @@
 #define CODEC_FEATURE_RECORDS2 0x40u
 #define CODEC_FEATURES_KEYED (CODEC_FEATURE_KEY | CODEC_FEATURE_RECORDS2)
 #define CODEC_OLDER_KEYED "its encrypted records are of an older weir's form (upgrade it)"
-#define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES)   /* every end's */
+/* the answer's delivery is the sender's word: in a session that may
+ * resume, a sender that sets it ends its stream with the trailer (it does
+ * not close its direction), and once it has read the receiver's answer
+ * says so in a 'D' record, then closes; a receiver that sets it counts its
+ * answer delivered only on that 'D' (a relay that acknowledged the answer
+ * and lost it cannot fool it), and gives it again to a sender that comes
+ * back for it */
+#define CODEC_FEATURE_ANSWER_READ 0x80u
+#define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES | \
+                        CODEC_FEATURE_ANSWER_READ)   /* every end's */
 #define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | \
                               CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST | \
                               CODEC_FEATURE_RESUME | CODEC_FEATURE_REREAD | \
-                              CODEC_FEATURE_RECORDS2)
+                              CODEC_FEATURE_RECORDS2 | CODEC_FEATURE_ANSWER_READ)
 /* Whether a greeting claims a key with records of an older form. */
 static inline bool codec_keyed_older(uint32_t features)
 {
@@ -180,7 +189,8 @@ struct codec_link {
 
 /* One parsed weir record.  Which fields are set depends on the type. */
 struct codec_record {
-    unsigned char type;          /* 'H' 'Z' 'S' 'A' 'G' 'K' 'L' ('B' and 'T': stream.c) */
+    unsigned char type;          /* 'H' 'Z' 'S' 'A' 'G' 'K' 'L' 'N' 'C' 'R' 'D' ('B' and
+                                    'T': stream.c) */
     /* H */
     unsigned version, flags;
     uint32_t block_max;
@@ -267,6 +277,9 @@ size_t codec_session(unsigned char *dst, unsigned char type,
 /* 'C': the receiver holds the stream's first bytes bytes (its header
  * included); CODEC_SESSION_SIZE bytes. */
 size_t codec_confirm(unsigned char *dst, uint64_t bytes);
+/* 'D': the sender read the receiver's answer, which said bytes and chain
+ * (CODEC_FEATURE_ANSWER_READ); CODEC_SESSION_SIZE bytes. */
+size_t codec_done(unsigned char *dst, uint64_t bytes, uint64_t chain);
 
 /* 'L' record: one control message of a link test; CODEC_LINK_SIZE bytes. */
 size_t codec_link(unsigned char *dst, const struct codec_link *l);

@@ -144,6 +144,7 @@ struct session_in {
     unsigned char out[CODEC_RECORD_MAX];
     size_t len;               /* bytes of out not yet sent */
     double next_keepalive;
+    bool answer_read;         /* the sender said it read the answer ('D') */
 };
 
 void session_in_init(struct session_in *s, struct transport *t);
@@ -157,10 +158,19 @@ bool session_confirm(struct session_in *s, uint64_t held);
  * without blocking: at most every CODEC_KEEPALIVE_SECS. */
 void session_keepalive(struct session_in *s, uint64_t written, enum session_phase phase,
                        double now);
+/* What a receiver waits for after its answer, when its sender will say it
+ * read it (CODEC_FEATURE_ANSWER_READ): that 'D', until the deadline, the
+ * connection's end, or a connection knocking on knock_fd (a listening
+ * socket: the sender coming back; -1: none). */
+struct answer_wait {
+    int knock_fd;
+    double until;              /* clock_now() time */
+};
 /* The final answer (chain: the received stream's, vouched for by its
- * trailer), then a bounded drain of what the sender still sends, so
- * that closing does not reset the connection under the answer. */
+ * trailer), then a drain of what the sender still sends, so that closing
+ * does not reset the connection under the answer: DRAIN_SECS at most, or
+ * with w, what w says; a 'D' for this very answer sets answer_read. */
 int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chain,
-                   const char *msg);
+                   const char *msg, const struct answer_wait *w);
 
 #endif

@@ -150,7 +150,11 @@ weir_stream() {
     wait_bounded "$LPID" 20
     [ "$STATUS" -eq 0 ] || { cat "$TMP/ws.lerr" >&2; fail "weir_stream: the receiver exited $STATUS"; }
     wait "$px" || fail "weir_stream: the proxy failed"
-    tail -c +33 "$TMP/ws.rec" >"$out"   # the greeting: 32 bytes
+    # the greeting (32 bytes) goes; so does the sender's word that it read
+    # the answer ('D', 40 bytes after the trailer): the stream ends before
+    local len=$(($(stat -c %s "$TMP/ws.rec") - 32))
+    [ "$(tail -c 40 "$TMP/ws.rec" | od -An -c -j 8 -N 1 | tr -d ' ')" = D ] && len=$((len - 40))
+    tail -c +33 "$TMP/ws.rec" | head -c "$len" >"$out"
 }
 
 # split_options ARGS...: the arguments before "--" go to the array SOPTS

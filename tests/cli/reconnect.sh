@@ -171,12 +171,12 @@ has_msg "$TMP/serr" "2 reconnections" "cut twice while the sender's 8 MiB buffer
 same "$TMP/in" "$TMP/out" "cut while the buffer was full: whole"
 
 # the connection reset once the whole stream is in (the proxy cuts as the
-# sender half-closes after its trailer), while the receiver's consumer
+# sender's trailer passes), while the receiver's consumer
 # still works: the answer cannot go back on it, so the sender comes back
 # for it, and both exit 0
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -- sh -c "sleep 1; cat >'$TMP/out'"
-cut_proxy "$LPORT" 1 0 reset --at-end
+cut_proxy "$LPORT" 1 0 reset --at-trailer
 send_both_ok "cut after the trailer, before the answer" "$TMP/in" --reconnect 60
 same "$TMP/in" "$TMP/out" "cut after the trailer: whole"
 grep -qE "the sender came back(; it has the answer once the outputs are done| for the answer)" \
@@ -184,20 +184,20 @@ grep -qE "the sender came back(; it has the answer once the outputs are done| fo
 ok "cut after the trailer: the sender is taken back for the answer"
 kill "$PPID_" 2>/dev/null
 
-# a black hole once the whole stream is in: the sender's close never
-# comes, and an answer written into the connection would be swallowed.
-# The receiver hears nothing after the trailer for 10 s while the sender
-# knocks again, takes the connection for broken and the sender back, and
-# both exit 0 (before, the receiver took the silence for delivery and left:
-# sender exit 5)
+# a black hole once the whole stream is in: an answer written into the
+# connection is swallowed, and so is the sender's word that it read one.
+# The receiver waits for that word; the sender, hearing nothing for 10 s,
+# knocks again, is taken back and given the answer, and both exit 0
+# (before, the receiver took the silence for delivery and left: sender
+# exit 5)
 gen "$TMP/small" 3000000 random
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
-cut_proxy "$LPORT" 1 0 silent --at-end
+cut_proxy "$LPORT" 1 0 silent --at-trailer
 send_both_ok "a black hole after the trailer" "$TMP/small" --reconnect 60
-has_msg "$TMP/lerr" "the connection broke after the whole stream arrived" \
-    "a black hole after the trailer: the receiver does not take silence for the sender's close"
-has_msg "$TMP/lerr" "the sender came back; it has the answer once the outputs are done" \
+has_msg "$TMP/lerr" "the sender has not said that it read the answer" \
+    "a black hole after the trailer: the receiver does not take silence for the sender's word"
+has_msg "$TMP/lerr" "the sender came back for the answer" \
     "a black hole after the trailer: the answer goes home"
 has_msg "$TMP/serr" "1 reconnection" "a black hole after the trailer: the sender counts its reconnection"
 same "$TMP/small" "$TMP/out" "a black hole after the trailer: whole"
@@ -239,7 +239,7 @@ kill "$LPID" "$PPID_" 2>/dev/null
 # "all of it, but its answer was lost")
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -- sh -c "sleep 4; cat >'$TMP/out'"
-cut_proxy "$LPORT" 1 0 reset --at-end
+cut_proxy "$LPORT" 1 0 reset --at-trailer
 send_both_ok "cut after the trailer, a sender's window shorter than the drain" "$TMP/small" \
     --reconnect 1
 has_msg "$TMP/lerr" "the sender came back; it has the answer once the outputs are done" \

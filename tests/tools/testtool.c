@@ -43,9 +43,20 @@
  *                              no connection is left
  *         --hold SECS          leave each new connection alone for SECS
  *                              before connecting it to the target
+ *         --at-trailer         cut a connection once its client's bytes so
+ *                              far end in a weir stream's trailer (a plain
+ *                              stream: all of it reached the server), with
+ *                              EVERY 0
  *         --at-end             cut a connection when its client half-closes
  *                              (its last byte reached the server), with
  *                              EVERY 0
+ *         --hold-back MS       on a connection still to be cut, the server's
+ *                              bytes reach the client MS ms after they came;
+ *                              when the server's side ends with bytes still
+ *                              held, they are lost and the connection is cut
+ *                              there (a relay that acknowledged the
+ *                              receiver's last words, its answer, and lost
+ *                              them); with CUTS and EVERY 0 for "when"
  *         --down               count the server's bytes instead, and cut
  *                              once EVERY of them reached the client (what
  *                              is in flight then is lost)
@@ -460,6 +471,7 @@ struct flow {                   /* one direction of a connection */
     size_t off, len;            /* read from the source, not written yet */
     int ended;                  /* the source ended (or failed) */
     int done;                   /* nothing more goes this way */
+    double first_at;            /* --hold-back: when the oldest held byte came (us) */
 };
 
 struct link {                   /* one client's connection and its server's */
@@ -469,6 +481,8 @@ struct link {                   /* one client's connection and its server's */
     double until;               /* held: when the hold ends (microseconds) */
     double born;                /* when it was accepted (microseconds) */
     unsigned long long up;      /* client-to-server bytes taken */
+    unsigned char tail[44];     /* --at-trailer: the client's last bytes */
+    size_t tail_len;
     struct flow flow[2];        /* flow d goes from fd[d] to fd[!d] */
     struct link *next;
 };
@@ -478,11 +492,13 @@ struct cutproxy {
     const char *target_file;    /* @FILE: the target's port, once FILE holds it */
     int down;                   /* --down: count (and cut at) the server's bytes */
     int at_end;                 /* --at-end: cut when the client half-closes instead */
+    int at_trailer;             /* --at-trailer: cut once the client sent a trailer */
     int cuts, made, refuse;     /* cuts to make, cuts made, --refuse-after */
     enum cutmode mode;
     unsigned long long every, mute;
     int muting;                 /* --mute-back was given */
     double gap, hold;           /* seconds */
+    double hold_back;           /* --hold-back, microseconds (0: none) */
     double gap_end, retry;      /* microseconds: the gap's end, the next accept */
     int in_gap;
     struct link *links;
@@ -652,6 +668,27 @@ static void cut_link(struct cutproxy *p, struct link *c)
     }
 }
 
+/* --at-trailer: keep the client's last bytes; 1 when they end in a weir
+ * trailer record (magic, length 32, 'T'), or in one and an LZ4 end mark. */
+static int ends_in_trailer(struct link *c, const unsigned char *data, size_t n)
+{
+    static const unsigned char head[9] = {0x57, 0x2A, 0x4D, 0x18, 32, 0, 0, 0, 'T'};
+    size_t keep = sizeof c->tail;
+    if (n >= keep) {
+        memcpy(c->tail, data + n - keep, keep);
+        c->tail_len = keep;
+    } else {
+        size_t old = c->tail_len + n > keep ? keep - n : c->tail_len;
+        memmove(c->tail, c->tail + c->tail_len - old, old);
+        memcpy(c->tail + old, data, n);
+        c->tail_len = old + n;
+    }
+    for (size_t back = 40; back <= 44 && back <= c->tail_len; back += 4)
+        if (memcmp(c->tail + c->tail_len - back, head, sizeof head) == 0)
+            return 1;
+    return 0;
+}
+
 /* n bytes were read into flow d; the one that reaches EVERY cuts. */
 static void take(struct cutproxy *p, struct link *c, int d, size_t n)
 {
@@ -660,6 +697,12 @@ static void take(struct cutproxy *p, struct link *c, int d, size_t n)
         return;
     f->off = 0;
     f->len = n;
+    if (d == 0 && p->at_trailer && p->made < p->cuts) {
+        c->up += n;
+        if (ends_in_trailer(c, f->buf, n))
+            cut_link(p, c);   /* all it sent reaches the server; nothing comes back */
+        return;
+    }
     if (d != p->down)
         return;
     if (p->at_end) {
@@ -698,6 +741,46 @@ static int put(struct flow *f, int fd)
 static int read_ended(ssize_t n)
 {
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* --hold-back applies to c: a cut is still to be made. */
+static int holding(const struct cutproxy *p)
+{
+    return p->hold_back > 0 && p->made < p->cuts;
+}
+
+/* --hold-back: the server's bytes gather (read at once, so the proxy's
+ * host acknowledges them) and go to the client HOLD after the oldest came;
+ * the server's end with bytes still held loses them and cuts. */
+static void pump_held(struct cutproxy *p, struct link *c)
+{
+    struct flow *f = &c->flow[1];
+    size_t room = sizeof f->buf - f->off - f->len;
+    if (!f->ended && room > 0) {
+        ssize_t n = read(c->fd[1], f->buf + f->off + f->len, room);
+        if (read_ended(n)) {
+            f->ended = 1;
+        } else if (n > 0) {
+            if (f->len == 0)
+                f->first_at = now_us();
+            f->len += (size_t)n;
+        }
+    }
+    if (f->ended && f->len > 0) {
+        printf("lost %zu bytes before the server's end\n", f->len);
+        fflush(stdout);
+        f->len = f->off = 0;
+        cut_link(p, c);
+        return;
+    }
+    if (f->len > 0 && now_us() >= f->first_at + p->hold_back && put(f, c->fd[0]) < 0) {
+        f->len = f->off = 0;
+        f->done = 1;
+    }
+    if (f->ended && f->len == 0 && !f->done) {
+        shutdown(c->fd[0], SHUT_WR);
+        f->done = 1;
+    }
 }
 
 /* Move what flow d can: read its source when nothing waits to be written,
@@ -776,7 +859,9 @@ static void serve(struct cutproxy *p, struct link *c)
     }
     if (c->state == RELAYING) {
         pump(p, c, 0);
-        if (c->state == RELAYING)
+        if (c->state == RELAYING && holding(p))
+            pump_held(p, c);
+        else if (c->state == RELAYING)
             pump(p, c, 1);
         if (c->state == RELAYING && c->flow[0].done && c->flow[1].done)
             end_link(c, 0);
@@ -786,7 +871,7 @@ static void serve(struct cutproxy *p, struct link *c)
 }
 
 /* What to wait for on a connection's two sockets. */
-static void wants(const struct link *c, short ev[2])
+static void wants(const struct cutproxy *p, const struct link *c, short ev[2])
 {
     ev[0] = ev[1] = 0;
     if (c->state == CONNECTING)
@@ -794,6 +879,14 @@ static void wants(const struct link *c, short ev[2])
     if (c->state == RELAYING)
         for (int d = 0; d < 2; d++) {
             const struct flow *f = &c->flow[d];
+            if (d == 1 && holding(p)) {
+                /* read all the time; write once the hold is over (a timer) */
+                if (!f->ended && f->off + f->len < sizeof f->buf)
+                    ev[1] |= POLLIN;
+                if (f->len > 0 && now_us() >= f->first_at + p->hold_back)
+                    ev[0] |= POLLOUT;
+                continue;
+            }
             if (f->len == 0 && !f->ended && !f->done)
                 ev[d] |= POLLIN;
             if (f->len > 0)
@@ -837,11 +930,14 @@ static int cmd_cutproxy(int argc, char **argv)
     if (argc > 6 && strncmp(argv[6], "--", 2) != 0)
         p.gap = atof(argv[i++]);
     for (; i < argc; i += 2) {
-        if (strcmp(argv[i], "--down") == 0 || strcmp(argv[i], "--at-end") == 0) {
+        if (strcmp(argv[i], "--down") == 0 || strcmp(argv[i], "--at-end") == 0 ||
+            strcmp(argv[i], "--at-trailer") == 0) {
             if (argv[i][2] == 'd')
                 p.down = 1;
-            else
+            else if (argv[i][5] == 'e')
                 p.at_end = 1;
+            else
+                p.at_trailer = 1;
             i--;
             continue;
         }
@@ -853,6 +949,8 @@ static int cmd_cutproxy(int argc, char **argv)
             p.refuse = atoi(argv[i + 1]);
         else if (!bad && strcmp(argv[i], "--hold") == 0)
             p.hold = atof(argv[i + 1]);
+        else if (!bad && strcmp(argv[i], "--hold-back") == 0)
+            p.hold_back = atof(argv[i + 1]) * 1000;
         else
             bad = 1;
         if (bad) {
@@ -909,7 +1007,9 @@ static int cmd_cutproxy(int argc, char **argv)
             sooner(&wait, p.retry - t);
         for (struct link *c = p.links; c; c = c->next) {
             short ev[2];
-            wants(c, ev);
+            wants(&p, c, ev);
+            if (c->state == RELAYING && holding(&p) && c->flow[1].len > 0)
+                sooner(&wait, c->flow[1].first_at + p.hold_back - t);
             for (int d = 0; d < 2; d++) {
                 c->slot[d] = -1;
                 if (ev[d]) {
@@ -928,9 +1028,12 @@ static int cmd_cutproxy(int argc, char **argv)
                 continue;
             die("poll");
         }
+        double after = now_us();
         for (struct link *c = p.links; c; c = c->next)
             if ((c->slot[0] >= 0 && pfd[c->slot[0]].revents) ||
-                (c->slot[1] >= 0 && pfd[c->slot[1]].revents))
+                (c->slot[1] >= 0 && pfd[c->slot[1]].revents) ||
+                (c->state == RELAYING && holding(&p) && c->flow[1].len > 0 &&
+                 after >= c->flow[1].first_at + p.hold_back))
                 serve(&p, c);
         /* a cut just made may have started a gap or closed the listener */
         if (listening && p.lfd >= 0 && !p.in_gap && pfd[0].revents)
