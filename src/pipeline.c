@@ -777,6 +777,11 @@ static void setup_signals_open(struct sigaction *saved)
     sync_sigmask(SIG_UNBLOCK, &set);
 }
 
+/* Block them again and put back the actions that were changed; one that
+ * was ignored is left alone: setting SIG_IGN again would discard that
+ * signal if it is pending (sent to a weir started in the background of a
+ * script, whose SIGINT is ignored, during setup: the main loop would never
+ * take it, and the transfer ran on). */
 static void setup_signals_close(const struct sigaction *saved)
 {
     sigset_t set;
@@ -785,7 +790,8 @@ static void setup_signals_close(const struct sigaction *saved)
         sigaddset(&set, setup_signals[i]);
     sync_sigmask(SIG_BLOCK, &set);
     for (int i = 0; i < 3; i++)
-        (void)sigaction(setup_signals[i], &saved[i], NULL);
+        if (saved[i].sa_handler != SIG_IGN)
+            (void)sigaction(setup_signals[i], &saved[i], NULL);
 }
 
 int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_engine **out,
@@ -1222,17 +1228,25 @@ static void main_loop(struct pipeline *p, const struct weir_observer *obs)
     }
 }
 
-/* The wait for a sender to come back for its answer runs on the main
- * thread once its loop is over: a stop watch takes the place of the loop's
- * signals, so that one ends the wait at once (it was up to 35 s). */
-static void answer_home(struct pipeline *p, bool sent, int code, const char *msg)
+/* The answer to a weir sender, once every output accepted every byte,
+ * flushed, and every consumer exited: the sender's exit status rests on
+ * it.  Its waits (for the sender's word that it read it, for the sender to
+ * come back for it) run on the main thread once its loop is over: a stop
+ * watch takes the place of the loop's signals, so that one ends them at
+ * once (they were up to 35 s). */
+static void answer_sender(struct pipeline *p)
 {
-    if (!p->answer_home)
-        return;
+    int code = p->failed ? p->first.status : 0;
+    const char *msg = p->failed ? p->first.msg : NULL;
     struct sync_stop_watch w = {.halt = false, .sig = 0, .running = false};
     struct weir_error err;
-    (void)sync_stop_watch_start(&w, &err);   /* without it the wait keeps its own bound */
-    reader_answer_home(p, sent, code, msg, &w.halt);
+    (void)sync_stop_watch_start(&w, &err);   /* without it the waits keep their own bounds */
+    bool sent = reader_answer(p, code, msg, &w.halt);
+    if (!sent && !p->failed && !p->answer_home)
+        log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s", p->in.name,
+                strerror(errno));
+    if (p->answer_home)
+        reader_answer_home(p, sent, code, msg, &w.halt);
     sync_stop_watch_end(&w);
     int sig = atomic_load(&w.sig);
     if (sig) {
@@ -1260,17 +1274,8 @@ int weir_run(struct weir_engine *e, const struct weir_observer *obs)
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].started)
             sync_join(p->out[i].thread);
-    if (p->answer_sender && p->in.fd >= 0) {
-        /* after every output accepted every byte, flushed, and every
-         * consumer exited: the sender's exit status rests on this */
-        int code = p->failed ? p->first.status : 0;
-        const char *msg = p->failed ? p->first.msg : NULL;
-        bool sent = reader_answer(p, code, msg);
-        if (!sent && !p->failed && !p->answer_home)
-            log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s", p->in.name,
-                    strerror(errno));
-        answer_home(p, sent, code, msg);
-    }
+    if (p->answer_sender && p->in.fd >= 0)
+        answer_sender(p);
     if (p->in.fd >= 0) {
         struct weir_error ignored;
         transport_close(&p->in, !p->failed, NULL, &ignored);

@@ -315,8 +315,9 @@ void *reader_main(void *arg);
  * the answer again.  The main thread's, at the end of weir_run(). */
 /* The main thread's answer to the sender, once every output is done: true
  * when it went.  A sender that will say it read it is waited for (its 'D',
- * or a knock of its return), within the answer-home window. */
-bool reader_answer(struct pipeline *p, int code, const char *msg);
+ * or a knock of its return), within the answer-home window; halt ends
+ * the wait. */
+bool reader_answer(struct pipeline *p, int code, const char *msg, atomic_bool *halt);
 void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg,
                         atomic_bool *halt);
 void *writer_main(void *arg);

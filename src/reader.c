@@ -1133,13 +1133,21 @@ static double answer_window(const struct pipeline *p)
     return p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
 }
 
-/* What an answer waits for after it went (session.h): a sender that will
- * say it read the answer of a whole stream gets one window from the first
- * answer, on its connection and, through a knock on the kept port, on the
- * one it comes back on.  NULL: the plain drain. */
+/* Whether this answer is home only on the sender's word: a success of a
+ * whole stream, to a sender that will say it read it.  A failure keeps the
+ * host's acknowledgement: a sender that rejects an answer says nothing, and
+ * one that lost a failure fails all the same. */
+static bool waits_for_word(const struct pipeline *p)
+{
+    return p->answer_word && p->stream_whole && !p->failed;
+}
+
+/* What an answer waits for after it went (session.h): such a sender gets
+ * one window from the first answer, on its connection and, through a knock
+ * on the kept port, on the one it comes back on.  NULL: the plain drain. */
 static const struct answer_wait *answer_wait(struct pipeline *p, struct answer_wait *w)
 {
-    if (!p->answer_word || !p->stream_whole)
+    if (!waits_for_word(p))
         return NULL;
     if (p->answer_until == 0)
         p->answer_until = clock_now() + answer_window(p);
@@ -1148,11 +1156,11 @@ static const struct answer_wait *answer_wait(struct pipeline *p, struct answer_w
     return w;
 }
 
-bool reader_answer(struct pipeline *p, int code, const char *msg)
+bool reader_answer(struct pipeline *p, int code, const char *msg, atomic_bool *halt)
 {
     struct answer_wait w;
     return session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg,
-                          answer_wait(p, &w)) == 0;
+                          answer_wait(p, &w), halt) == 0;
 }
 
 /* The connection broke once the whole stream was in, and the outputs (a
@@ -1196,7 +1204,7 @@ static void take_back_for_answer(struct pipeline *p)
  * its other end closes.  halt ends the wait. */
 static bool answer_delivered(struct pipeline *p, atomic_bool *halt)
 {
-    if (p->answer_word)
+    if (waits_for_word(p))
         return p->back.answer_read;
     char b[64];
     if (!p->in.is_socket)
@@ -1245,7 +1253,7 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
         double left = deadline - clock_now();
         log_msg(p->log, LOG_WARN, "%s: %s; waiting up to %.3g s for it to come back for it",
                 p->in.name, !sent ? "the connection broke before the sender had the answer"
-                            : p->answer_word ? "the sender has not said that it read the answer"
+                            : waits_for_word(p) ? "the sender has not said that it read the answer"
                                              : "the answer was not acknowledged within 5 s, and "
                                                "may not have reached the sender",
                 left > 0 ? left : 0);
@@ -1259,7 +1267,7 @@ void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg
         }
         /* it was told everything is held: it resends nothing and waits for this */
         sync_lock(&p->lock);
-        sent = reader_answer(p, code, msg);
+        sent = reader_answer(p, code, msg, halt);
         sync_unlock(&p->lock);
         back = true;
     }
@@ -1350,7 +1358,8 @@ void *reader_main(void *arg)
     bool resumable = p->resumable;
     p->resumable = false;   /* the stream is over: nothing more to confirm or resume */
     /* whole: its sender may still have to come back for the answer */
-    p->answer_home = resumable && rc == STEP_OK && p->stream_whole && p->listener.fd >= 0;
+    p->answer_home = resumable && rc == STEP_OK && p->stream_whole &&
+                     (p->listener.fd >= 0 || p->cfg->input_redial);
     bool home = p->answer_home;
     sync_unlock(&p->lock);
     if (resumable && !home) {

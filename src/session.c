@@ -485,26 +485,27 @@ static bool knocked(int fd)
 }
 
 /* Read what the sender still sends, for DRAIN_SECS or to its end; with w,
- * until its 'D' for this answer, w's deadline, or a knock. */
+ * until its 'D' for this answer, w's deadline, or a knock once DRAIN_SECS
+ * have passed without it (a live sender says it within a round trip, and
+ * a stranger's knock must not cut its word short). */
 static void drain(struct session_in *s, const struct answer_wait *w, uint64_t bytes,
-                  uint64_t chain)
+                  uint64_t chain, atomic_bool *halt)
 {
-    atomic_bool never = false;
-    double deadline = w ? w->until : clock_now() + DRAIN_SECS;
+    double start = clock_now(), deadline = w ? w->until : start + DRAIN_SECS;
     unsigned char sink[16384], recs[2 * CODEC_RECORD_MAX];
     size_t have = 0;
     for (;;) {
         double left = deadline - clock_now();
-        if (left <= 0 || (w && knocked(w->knock_fd)))
+        if (left <= 0 || (w && clock_now() - start >= DRAIN_SECS && knocked(w->knock_fd)))
             return;
         /* short slices while a knock may come: it has no event here */
         int ms = w && w->knock_fd >= 0 && left > 0.1 ? 100 : (int)(left * 1000) + 1;
-        if (s->t->ops->wait(s->t, POLLIN, ms, &never) != 0) {
+        if (s->t->ops->wait(s->t, POLLIN, ms, halt) != 0) {
             if (errno == ETIMEDOUT)
                 continue;
             return;
         }
-        ssize_t r = s->t->ops->read(s->t, sink, sizeof sink, ms, &never);
+        ssize_t r = s->t->ops->read(s->t, sink, sizeof sink, ms, halt);
         if (r < 0 && errno == ETIMEDOUT)
             continue;
         if (r <= 0)
@@ -524,7 +525,7 @@ static void drain(struct session_in *s, const struct answer_wait *w, uint64_t by
 }
 
 int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chain,
-                   const char *msg, const struct answer_wait *w)
+                   const char *msg, const struct answer_wait *w, atomic_bool *halt)
 {
     unsigned char rec[CODEC_RECORD_MAX];
     size_t n = codec_status(rec, code, bytes, chain, msg);
@@ -545,7 +546,7 @@ int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chai
     s->len = 0;
     if (shutdown(s->t->fd, SHUT_WR) != 0)
         return 0;
-    drain(s, w, bytes, chain);
+    drain(s, w, bytes, chain, halt);
     return 0;
 }
 

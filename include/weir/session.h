@@ -169,8 +169,9 @@ struct answer_wait {
 /* The final answer (chain: the received stream's, vouched for by its
  * trailer), then a drain of what the sender still sends, so that closing
  * does not reset the connection under the answer: DRAIN_SECS at most, or
- * with w, what w says; a 'D' for this very answer sets answer_read. */
+ * with w, what w says; a 'D' for this very answer sets answer_read.  halt
+ * ends the drain (a signal). */
 int session_answer(struct session_in *s, int code, uint64_t bytes, uint64_t chain,
-                   const char *msg, const struct answer_wait *w);
+                   const char *msg, const struct answer_wait *w, atomic_bool *halt);
 
 #endif

@@ -10,8 +10,9 @@ KEY=$TMP/a.key
 "$WEIR" -q --genkey "$KEY" --key-id alpha || fail "--genkey"
 gen "$TMP/one" 1 random
 
-# the length of a whole session, from a recording
-listen "$TMP/out" "$TMP/lerr" --key-file "$KEY"
+# the length of a whole session, from a recording (with --reconnect 0, as
+# every flipped session below)
+listen "$TMP/out" "$TMP/lerr" --key-file "$KEY" --reconnect 0
 "$TESTTOOL" proxy "$LPORT" record 0 0 "$TMP/session" >"$TMP/proxy" &
 PIDS+=($!)
 wait_for "$TMP/proxy" "proxy listening on" 10

@@ -67,6 +67,26 @@ for sig in TERM HUP; do
     [ "$STATUS" -eq "$want" ] || { cat "$TMP/gerr"; fail "SIG$sig to the group: exit $STATUS, want $want"; }
     has_msg "$TMP/gerr" "interrupted by SIG$sig" "SIG$sig to the group, the producer's death seen first: exit $want"
 done
+# SIGINT to a weir started with SIGINT ignored (as a script's background
+# job is, without job control), while its setup waits for a FIFO's reader:
+# it is taken once setup is over (putting back the ignored action discarded
+# it, and the transfer ran on for ever)
+mkfifo "$TMP/setup.fifo"
+bg sh -c 'trap "" INT; exec "$0" -q -i /dev/zero -o "$1"' "$WEIR" "$TMP/setup.fifo"
+# once weir blocks SIGINT (its setup has begun): the signal then waits
+for _ in $(seq 250); do
+    blk=$(awk '/^SigBlk/ {print $2}' /proc/"$BPID"/status 2>/dev/null)
+    [ -n "$blk" ] && [ $((0x$blk & 2)) -ne 0 ] && break
+    sleep 0.02
+done
+[ $((0x${blk:-0} & 2)) -ne 0 ] || fail "weir never blocked SIGINT"
+kill -INT "$BPID"
+cat "$TMP/setup.fifo" >/dev/null &
+PIDS+=($!)
+wait_bounded "$BPID" 10
+[ "$STATUS" -eq 130 ] || fail "SIGINT during setup, SIGINT ignored by the shell: exit $STATUS, want 130"
+ok "SIGINT during setup to a background weir whose SIGINT was ignored: 130"
+
 # SIGINT to a receiver that waits for its sender to come back for the answer
 # (the sender killed after its trailer, while the consumer worked): that wait
 # runs after the engine's loop, and took no signal for up to 35 s
@@ -76,10 +96,27 @@ listen /dev/null "$TMP/lerr" --reconnect 60 -- sh -c "cat >'$TMP/home.out'; slee
 bg "$WEIR" --reconnect 60 -i "$TMP/home" -O "127.0.0.1:$LPORT" 2>"$TMP/serr"
 wait_size "$TMP/home.out" 2999999 20
 kill -9 "$BPID"
-wait_for "$TMP/lerr" "before the sender had the answer; waiting up to" 20
+# (the receiver sees the break as it comes, while its consumer works)
+wait_for "$TMP/lerr" "the connection broke after the whole stream arrived; waiting up to" 20
 kill -INT "$LPID"
 wait_bounded "$LPID" 3
 [ "$STATUS" -eq 130 ] || { cat "$TMP/lerr"; fail "SIGINT while waiting for the answer to go home: exit $STATUS"; }
 ok "SIGINT while the receiver waits for its sender to come back for the answer: 130 at once"
+# SIGINT to a receiver that waits, after its answer, for the sender's word
+# that it read it (the sender stopped): that wait runs after the engine's
+# loop too, and ends at once
+rm -f "$TMP/home.out"
+listen /dev/null "$TMP/lerr" --reconnect 60 -- sh -c "cat >'$TMP/home.out'; sleep 1"
+bg "$WEIR" --reconnect 60 -i "$TMP/home" -O "127.0.0.1:$LPORT" 2>"$TMP/serr"
+wait_size "$TMP/home.out" 2999999 20
+kill -STOP "$BPID"
+# the answer goes a second after the consumer has everything; then the wait
+sleep 2   # the fault's own timing: the receiver answers a stopped sender
+kill -0 "$LPID" 2>/dev/null || fail "the receiver did not wait for a stopped sender's word"
+kill -INT "$LPID"
+wait_bounded "$LPID" 3
+[ "$STATUS" -eq 130 ] || { cat "$TMP/lerr"; fail "SIGINT while waiting for the sender's word: exit $STATUS"; }
+ok "SIGINT while the receiver waits for a stopped sender's word: 130 at once"
+kill -9 "$BPID"
 
 done_testing
