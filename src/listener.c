@@ -922,6 +922,11 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
         a->conn[i].fd = -1;
     double give_up = cfg->accept_timeout > 0 ? clock_now() + cfg->accept_timeout : 0;
     int rc = -1;
+    /* a connection given (--ssh's) is the only one heard: the listening
+     * socket beside it is for that sender's return, and before a session
+     * is named nobody else may begin one there (through ssh it is open to
+     * every user of this host, and nothing but the channel proves itself) */
+    int lfd = cfg->channel_fd >= 0 ? -1 : l->fd;
     if (cfg->channel_fd >= 0) {
         struct pending *c = &a->conn[0];
         double now = clock_now();
@@ -933,10 +938,8 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
         if (greet(a, c->fd, c->trusted) != 0) {
             error_sys(err, WEIR_EXIT_NETWORK, errno, "%s", c->peer);
             drop(a, c, NULL, NULL);
-            if (l->fd < 0) {
-                free(a);
-                return -1;
-            }
+            free(a);
+            return -1;
         }
     }
     for (;;) {
@@ -946,7 +949,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
             error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "listen %s", l->addr);
             break;
         }
-        if (l->fd < 0 && a->count == 0) {
+        if (lfd < 0 && a->count == 0) {
             /* only the given connection was to be heard, and it is gone */
             error_set(err, WEIR_EXIT_NETWORK, "%s: no weir sender proved itself on it",
                       l->addr);
@@ -964,7 +967,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
         struct pollfd pfd[1 + LISTENER_PENDING];
         struct pending *who[1 + LISTENER_PENDING];
         int n = 0;
-        pfd[n++] = (struct pollfd){.fd = l->fd, .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = lfd, .events = POLLIN};
         for (int i = 0; i < LISTENER_PENDING; i++)
             if (a->conn[i].fd >= 0) {
                 who[n] = &a->conn[i];

@@ -71,6 +71,10 @@ struct remote {
      * tunnel: it is the ssh channel (no key: ssh encrypts) */
     int data_fd;
     bool tunnel;
+    /* local: the data has a connection of its own, so the ssh channel
+     * carries only lines (and an "end" is read as one); until then the
+     * remote weir may have made the channel the stream itself */
+    bool direct;
     char data_name[200];
     /* server */
     bool push;                       /* the remote end receives */
@@ -559,6 +563,7 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
                 return no_answer(r, errno, err);
             }
             r->data_fd = fd;
+            r->direct = true;
             return 0;
         }
         if (atomic_load(&r->halt.halt) || o->ssh_path == SSH_PATH_DIRECT) {
@@ -579,10 +584,12 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
                  r->back.addr);
         int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->halt.halt,
                             &r->data_fd, r->data_name, err);
-        if (rc == 0)
+        if (rc == 0) {
             r->keep = r->back;   /* to be found again there */
-        else
+            r->direct = true;
+        } else {
             tcp_listener_close(&r->back);
+        }
         r->back.fd = -1;
         return rc;
     }
@@ -1604,8 +1611,11 @@ int remote_finish(struct remote *r, int status)
      * channel closes, and it stops as for SIGTERM */
     if (status != 0 || !ssh_reap(r, REMOTE_GRACE_SECS)) {
         /* the remote weir takes the end of its ssh session for a dropped
-         * connection it may wait out, unless told first */
-        if (r->ctl_out >= 0 && !r->tunnel)
+         * connection it may wait out, unless told first; a channel that may
+         * be the stream (the tunnel, or a start that did not get so far)
+         * is only closed: an "end" there would be bytes of the stream, and
+         * the remote weir ends with the channel */
+        if (r->ctl_out >= 0 && r->direct)
             (void)put_all(r->ctl_out, "end\n", 4);
         if (r->ctl_in >= 0)
             close(r->ctl_in);
