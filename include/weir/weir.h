@@ -1,8 +1,8 @@
 /*
  * weir.h - the engine: one input, one or more outputs, the buffer between
  * them, optional LZ4 and the verified weir stream.  This is the library's
- * one public header; the command line (src/main.c, src/options.c,
- * src/report.c) is one user of it and the unit tests are another.
+ * one public header; the command line (src/cli/main.c, src/cli/options.c,
+ * src/cli/report.c) is one user of it and the unit tests are another.
  *
  * Contract: fill a struct weir_config (weir_config_defaults() first), then
  * call weir_create() from the thread that will run the engine.  It checks
@@ -15,7 +15,7 @@
  * weir_destroy() frees what is left.  Nothing here exits or prints except
  * through the weir_log given (messages) and the observer (status).
  *
- * The engine's threads are explained at the top of src/pipeline.c.
+ * The engine's threads are explained at the top of src/engine/pipeline.c.
  */
 #ifndef WEIR_WEIR_H
 #define WEIR_WEIR_H
@@ -27,7 +27,6 @@
 #include "weir/error.h"
 #include "weir/log.h"
 #include "weir/stats.h"
-#include "weir/tcp.h"
 
 #define WEIR_MAX_OUTPUTS 16
 
@@ -64,6 +63,19 @@ struct weir_output {
     int (*redial)(void *ctx, double timeout, _Atomic bool *stop, int *fd,
                   struct weir_error *err);
     void *redial_ctx;
+};
+
+/* How weir's TCP connections are made and tuned (the transport's tcp.h
+ * takes them as they are). */
+struct tcp_settings {
+    int family;                 /* AF_UNSPEC, AF_INET (-4) or AF_INET6 (-6) */
+    double connect_timeout;     /* seconds to keep retrying; 0 = one attempt */
+    double accept_timeout;      /* seconds a listener waits; 0 = for ever */
+    double io_timeout;          /* seconds without progress; 0 = off */
+    bool raw;                   /* plain bytes: no greeting, no weir stream */
+    const char *bind_addr;      /* listen on this address only, or NULL */
+    char listen_port[16];
+    char allow_host[256];       /* the only peer allowed, or "" */
 };
 
 struct weir_config {

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "weir/codec.h"
-#include "weir/keyfile.h"
-#include "weir/tls.h"
+#include "crypto/keyfile.h"
+#include "crypto/tls.h"
+#include "format/codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

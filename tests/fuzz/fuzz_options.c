@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "weir/options.h"
+#include "options/options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

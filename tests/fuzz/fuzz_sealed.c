@@ -18,9 +18,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "crypto/seal.h"
 #include "harness.h"
-#include "weir/seal.h"
-#include "weir/transport.h"
+#include "transport/transport.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "weir/codec.h"
-#include "weir/decode.h"
-#include "weir/sparse.h"
-#include "weir/stream.h"
+#include "format/codec.h"
+#include "format/decode.h"
+#include "format/sparse.h"
+#include "format/stream.h"
 
 struct memsrc {
     const uint8_t *data;

@@ -11,9 +11,9 @@
 #include <xxhash.h>
 
 #include "check.h"
-#include "weir/codec.h"
-#include "weir/linktest.h"
-#include "weir/report.h"
+#include "cli/report.h"
+#include "format/codec.h"
+#include "linktest/linktest.h"
 
 static void records(void)
 {

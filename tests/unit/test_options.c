@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "weir/options.h"
-#include "weir/progress.h"
+#include "cli/progress.h"
+#include "options/options.h"
 
 /* s as progress lines write it */
 static int json_is(const char *s, const char *want)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "weir/pool.h"
+#include "engine/pool.h"
 
 static void trim_spares_neighbours(size_t block_size)
 {

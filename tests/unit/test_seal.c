@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "weir/keyfile.h"
-#include "weir/seal.h"
-#include "weir/tls.h"
+#include "crypto/keyfile.h"
+#include "crypto/seal.h"
+#include "crypto/tls.h"
 
 static char dir[64];
 

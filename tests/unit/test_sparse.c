@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "weir/sparse.h"
+#include "format/sparse.h"
 
 static void all_zero(void)
 {

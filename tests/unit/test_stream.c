@@ -17,7 +17,7 @@
 
 #include "../fuzz/harness.h"
 #include "check.h"
-#include "weir/codec.h"
+#include "format/codec.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 

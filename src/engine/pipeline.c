@@ -1,0 +1,1346 @@
+/*
+ * pipeline.c - the engine: the threads of weir and how they share the
+ * buffer.  The public interface is include/weir/weir.h.
+ *
+ * The threads
+ * -----------
+ * One reader thread owns the input: standard input, a file, the producer
+ * command's pipe, or the TCP connection it admits on the listening socket.
+ * One writer thread per output owns that output: standard output, a file,
+ * the consumer command's pipe, or the TCP connection it makes.  Each moves
+ * bytes through a transport (transport.h), so neither knows which kind it
+ * has.  A writer that sends a weir stream to another weir has a back-channel
+ * thread that reads the receiver's records (keepalives, the answer).  With
+ * -z, or when a weir stream or LZ4 data is being decoded, -T worker threads
+ * transform blocks.  A producer or consumer also has a thread that passes
+ * its stderr through (child.c).  The main thread starts them all, turns
+ * signals into actions, tells a weir sender that this end is alive, reports
+ * status to the observer, joins everything, answers a weir sender, and
+ * returns the exit status.  There is one mutex, p->lock, and three
+ * condition variables: the ring's data_cv (writers wait for data) and
+ * space_cv (the reader waits for a free block), and job_cv (workers wait for
+ * a job).
+ *
+ * The buffer
+ * ----------
+ * The buffer (ring.c) is nblocks blocks carved from one lazily committed
+ * reservation (pool.c), in a ring of slots indexed by sequence number (seq &
+ * mask).  Without a transform, the reader takes a free block, puts it in
+ * the slot at head and reads into it; after every read() it publishes the
+ * new length under the lock and wakes the writers, so a line typed into
+ * weir comes out at once, not when a block fills.  The reader writes only
+ * beyond the published length and writers read only below it, so data is
+ * copied outside the lock; the lock orders the lengths.
+ *
+ * With a transform, the reader fills a staging block (raw data for -z, a
+ * compressed payload when decoding), creates a pending slot for the result
+ * and queues a job.  A worker takes the job, takes an output block, encodes
+ * or decodes into it, releases the staging block, and makes the slot
+ * present.  Jobs finish in any order; the ring's ready is the first slot not
+ * yet present, and writers never pass it, so blocks leave in sequence
+ * order.  The reader takes a block only while enough stay free for the
+ * output blocks that queued jobs were promised (ring->reserved), so workers
+ * never wait for memory and the pipeline cannot deadlock on a full buffer.
+ * With -z a result is a run of compressed pieces that serve both kinds of
+ * output at once (codec.h): a weir connection writes the weir stream's
+ * spans of each, a file the LZ4 frame's, so a block is compressed once
+ * however many outputs there are; the reader hashes the raw data for the
+ * frame's content checksum as it reads, and adds the end of the data (the
+ * weir trailer and the frame's end) as a slot of its own.
+ * When weir decodes, the blocks are cut to the size the stream declares,
+ * once the reader has seen it (pipeline_carve), so -m holds that much data.
+ *
+ * A hole (a sparse file's, zeros found with --sparse, a weir stream's hole
+ * record) is a slot of its own that holds no block, only a length: it takes
+ * no memory and no fill, and each writer passes it as its output can
+ * (writer.c: a file seeks over it, a weir receiver gets a record, a pipe
+ * the zeros).
+ *
+ * A plain LZ4 frame of independent blocks is decoded the same way, but its
+ * content checksum is one XXH32 over the whole frame, so a content cursor
+ * hashes the present slots in order behind the workers.  Whichever thread
+ * makes data present and finds the cursor idle does the hashing, with the
+ * lock dropped; the cursor holds slots back from release like an output,
+ * and the reader waits for it at the frame's end before it judges the
+ * checksum.
+ *
+ * Each writer has its own cursor.  It takes the published range of its
+ * slot, writes it with the lock released, and advances.  A block is
+ * released when every live cursor has passed it.  Free blocks are reused
+ * newest-first, so a consumer that keeps up keeps RSS small.
+ *
+ * Reconnecting
+ * ------------
+ * A connection to a weir that may resume (--reconnect) has a second
+ * cursor, its hold, where the oldest record the receiver has not
+ * confirmed begins; the back-channel thread moves it on as confirmations
+ * arrive, so unconfirmed data stays in the buffer at no cost but memory.
+ * When the connection breaks, its writer (alone: the other outputs go on)
+ * joins its back channel, connects again, hears from the receiver how
+ * much of the stream it holds, puts its cursor back where that record
+ * began and sends on from that byte (writer.c).  On the receiving side the
+ * reader meets the break inside a read, waits on the listening socket for
+ * the same sender (listener.c) with every output and the consumer left as
+ * they are, and returns from the read with the stream's next bytes, so the
+ * decoder never knows.  The main thread's keepalives and the reader's
+ * confirmations share the connection under the lock.
+ *
+ * Back-pressure
+ * -------------
+ * When no block is free the reader waits on space_cv: the buffer is full
+ * and the outputs set the pace.  With -p it then waits until the fill drops
+ * below the mark.  A regular-file input also waits once it holds
+ * --readahead worth of blocks: a file can be read later, so weir does not
+ * copy more of it than it needs.  When every writer has caught up it waits
+ * on data_cv: the buffer is empty and the input sets the pace.  With -P
+ * writers also wait (the "gate") until the buffer is that full, or the
+ * reader cannot add a block, each time it has run empty.  Time spent empty
+ * and full is accounted at each transition and gives the summary its
+ * verdict.
+ *
+ * Errors and shutdown
+ * -------------------
+ * A failed output is marked dead: its cursor stops holding blocks back and
+ * the others go on, unless --stop-on-error is given or none is left.  Any
+ * other failure, and SIGINT or SIGTERM, stops the pipeline: the first error
+ * is recorded (the first error wins), the stop flag is set under the lock,
+ * every condition variable is broadcast, and the main thread sends each
+ * running thread the wake-up signal (SIGUSR2, caught by an empty handler
+ * installed without SA_RESTART) every 100 ms until it has returned.  A
+ * thread blocked in read(), write(), poll(), waitpid() or a rate-limit
+ * sleep gets EINTR, sees the stop flag and returns.  No thread calls exit()
+ * and none is cancelled.  Each thread, as it returns, sends SIGUSR2 to the
+ * main thread, which waits in sigtimedwait() and so learns at once.  A
+ * stream that did not end as it should is never closed as if it had: a
+ * weir receiver gets an abort record and a reset, a consumer SIGTERM before
+ * its input closes, and every child is waited for.
+ */
+#include "weir/weir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/sync.h"
+#include "crypto/secret.h"
+#include "engine/pipeline_int.h"
+
+#define KICK_INTERVAL 0.1
+#define TRIM_INTERVAL 0.5     /* how often cold free blocks give their pages back */
+#define TRIM_KEEP 16          /* the most recently freed blocks stay hot */
+#define TRIM_BATCH 64         /* bounds the time the lock is held for it */
+
+/* ---- errors and stopping ------------------------------------------------ */
+
+void stop_locked(struct pipeline *p)
+{
+    ring_stop_locked(&p->ring);
+    for (int i = 0; i < p->nout; i++)
+        atomic_store(&p->out[i].halt, true);
+    sync_broadcast(&p->job_cv);
+}
+
+void pipeline_fail(struct pipeline *p, const struct weir_error *e)
+{
+    sync_lock(&p->lock);
+    bool already = atomic_load(&p->stop);
+    if (!p->failed) {
+        p->failed = true;
+        p->first = *e;
+    }
+    stop_locked(p);
+    sync_unlock(&p->lock);
+    if (!already)
+        log_msg(p->log, LOG_ERROR, "%s", e->msg);
+}
+
+void output_fail(struct output *o, const struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    bool cancelled = atomic_load(&p->stop);
+    bool first_time = !o->dead;
+    o->dead = true;
+    atomic_store(&o->halt, true);
+    if (!p->failed && !cancelled) {
+        p->failed = true;
+        p->first = *e;
+    }
+    ring_drop_locked(&p->ring, &o->cur);
+    if (o->hold.live)
+        ring_drop_locked(&p->ring, &o->hold);
+    if (p->ring.live_outputs == 0 || p->cfg->stop_on_error)
+        stop_locked(p);
+    sync_unlock(&p->lock);
+    if (!cancelled && first_time)
+        log_msg(p->log, LOG_ERROR, "%s", e->msg);
+}
+
+/* ---- the content cursor of a split LZ4 frame ------------------------------ */
+
+void content_catch_up_locked(struct pipeline *p)
+{
+    struct ring_cursor *c = &p->content_cur;
+    if (!c->live || p->content_busy)
+        return;
+    p->content_busy = true;
+    bool moved = false;
+    const unsigned char *data;
+    size_t n;
+    uint64_t seq = c->seq;
+    while (!atomic_load(&p->stop) && ring_peek_locked(&p->ring, c, &data, &n) == RING_DATA) {
+        /* the cursor holds the slot: it stays put while the lock is dropped */
+        sync_unlock(&p->lock);
+        stream_content_add(&p->content, data, n);
+        sync_lock(&p->lock);
+        ring_advance_locked(&p->ring, c, n);
+        moved = true;
+    }
+    moved |= c->seq != seq;
+    p->content_busy = false;
+    if (moved)
+        sync_broadcast(&p->ring.space_cv);   /* the reader may wait for the frame's end */
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+void thread_done(struct pipeline *p, bool *running_flag)
+{
+    sync_lock(&p->lock);
+    *running_flag = false;
+    p->running--;
+    sync_unlock(&p->lock);
+    sync_kill(p->main_thread, WAKE_SIGNAL);
+}
+
+void thread_unblock_wake(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, WAKE_SIGNAL);
+    sync_sigmask(SIG_UNBLOCK, &set);
+}
+
+int io_timeout_ms(const struct pipeline *p, const struct transport *t)
+{
+    if (!t->is_socket || p->cfg->tcp.io_timeout <= 0)
+        return -1;
+    return (int)(p->cfg->tcp.io_timeout * 1000);
+}
+
+/* The signals the main thread takes synchronously (sigtimedwait). */
+static void main_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+    sigaddset(set, WAKE_SIGNAL);
+}
+
+static void wake_handler(int sig)
+{
+    (void)sig;   /* its only job is to interrupt a blocking call with EINTR */
+}
+
+int weir_signals_block(struct weir_error *err)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    if (sigaction(SIGPIPE, &sa, NULL) != 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "sigaction SIGPIPE");
+    sa.sa_handler = wake_handler;   /* no SA_RESTART: blocking calls return EINTR */
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(WAKE_SIGNAL, &sa, NULL) != 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "sigaction SIGUSR2");
+    sigset_t set;
+    main_signals(&set);
+    sync_sigmask(SIG_BLOCK, &set);
+    return 0;
+}
+
+/* ---- the buffer's geometry ----------------------------------------------- */
+
+/* The fewest blocks the pipeline runs with: a transform's staging and
+ * output blocks for every worker, and a few for the reader and writers. */
+static uint64_t transform_blocks(const struct pipeline *p)
+{
+    return p->nworkers > 0 ? 2 * (uint64_t)p->nworkers + 4 : 2;
+}
+
+/* A regular file needs no buffer to cover for it: it can be read at any
+ * time and the kernel reads ahead on its own.  Reading far ahead only takes
+ * memory from the page cache and costs CPU touching fresh pages and caches
+ * (measured: 2 GiB over loopback took 25% longer with the sender 512 MiB
+ * ahead than 64 MiB ahead, and 12% longer 64 MiB ahead than 16 MiB), so
+ * such an input is held to --readahead, unless -P or -p ask for the buffer
+ * to fill. */
+static void plan_readahead_locked(struct pipeline *p)
+{
+    const struct weir_config *c = p->cfg;
+    p->ring.read_window = 0;
+    if (!p->in.regular || c->start_write_pct > 0 || c->resume_read_pct < 100)
+        return;
+    uint64_t bs = p->ring.pool.block_size;
+    uint64_t window = c->readahead / bs + (c->readahead % bs != 0);
+    if (window < transform_blocks(p))
+        window = transform_blocks(p);
+    if (window < p->ring.pool.nblocks)
+        p->ring.read_window = (uint32_t)window;
+}
+
+/* Cut the reserved buffer into blocks of `block` bytes (as many as -m
+ * holds, at least what a transform needs), with the job queue. */
+static int carve_locked(struct pipeline *p, size_t block, size_t unit, struct weir_error *err)
+{
+    uint64_t nblocks = p->cfg->mem / pool_stride(block);
+    if (nblocks > RING_MAX_BLOCKS && p->may_decode) {
+        /* tiny blocks declared by the far side (-z -s 16 there): fewer,
+         * larger ones here; -s given here is taken as it is */
+        block = unit = (size_t)(p->cfg->mem / RING_MAX_BLOCKS);
+        nblocks = p->cfg->mem / pool_stride(block);
+    }
+    if (nblocks * pool_stride(block) > p->ring.pool.reserved)
+        nblocks = p->ring.pool.reserved / pool_stride(block);
+    if (nblocks < transform_blocks(p))
+        nblocks = transform_blocks(p);   /* documented: a transform needs a few */
+    if (ring_carve_locked(&p->ring, block, unit, nblocks, err))
+        return -1;
+    p->jobs = calloc(nblocks, sizeof *p->jobs);
+    if (!p->jobs)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "buffer: job queue");
+    plan_readahead_locked(p);
+    return 0;
+}
+
+int pipeline_carve(struct pipeline *p, size_t block, struct weir_error *err)
+{
+    sync_lock(&p->lock);
+    int rc = p->ring.carved ? 0 : carve_locked(p, block, block, err);
+    sync_unlock(&p->lock);
+    return rc;
+}
+
+/* -z folds the checksum of each piece into the trailer's chain as its slot
+ * becomes ready, in order (lock held). */
+static void fold_chain(void *ctx, const struct ring_slot *s)
+{
+    struct pipeline *p = ctx;
+    if (s->hole) {
+        unsigned char rec[CODEC_HOLE_SIZE];
+        codec_hole(rec, s->hole_seq, s->hole);
+        p->chain = codec_chain_hole(p->chain, codec_get64(rec + CODEC_HOLE_SIZE - 8), s->hole);
+        p->chain_total += s->hole;
+        return;
+    }
+    if (!s->raw_len)
+        return;   /* the end */
+    const unsigned char *data = pool_data(&p->ring.pool, s->block);
+    for (size_t off = 0; off < s->len;) {
+        uint32_t raw;
+        uint64_t hash;
+        off += codec_piece_record(data + off, &raw, &hash);
+        p->chain = codec_chain(p->chain, hash, raw);
+        p->chain_total += raw;
+    }
+}
+
+/* Block geometry.  -z: blocks hold a raw block of -s bytes, compressed in
+ * pieces of at most 4 MiB (the largest LZ4 block), each with its overhead
+ * (codec.h).  Pass-through: -s.  When weir may decode (-d, or -I without
+ * --raw), the blocks are sized later to what the stream declares
+ * (pipeline_carve), so that a stream of 64 KiB blocks fills -m with data
+ * rather than with 64 KiB in every 4 MiB block; the address space is
+ * reserved now, for the largest blocks an input may declare (a legacy LZ4
+ * block), so a failure is reported before anything connects or starts. */
+static int plan_buffer(struct pipeline *p, struct weir_error *err)
+{
+    const struct weir_config *c = p->cfg;
+    /* the workers transform blocks, and seal the records of encrypted
+     * outputs ahead of their writers */
+    if (p->encode || p->may_decode || p->tls_client)
+        p->nworkers = c->threads;
+    p->workers = calloc((size_t)p->nworkers + 1, sizeof *p->workers);
+    if (!p->workers)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "buffer: worker table");
+    size_t unit = (size_t)c->block;
+    p->wire_block_max = c->block < CODEC_BLOCK_MAX ? (uint32_t)c->block : CODEC_BLOCK_MAX;
+    p->piece_max = p->wire_block_max;
+    if (p->encode) {
+        p->ring.on_ready = fold_chain;
+        p->ring.on_ready_ctx = p;
+    }
+    if (p->may_decode) {
+        p->wire_block_max = CODEC_BLOCK_MAX;
+        uint64_t least = transform_blocks(p) * pool_stride(CODEC_LEGACY_WIRE_MAX);
+        return ring_reserve(&p->ring, c->mem > least ? c->mem : least, err);
+    }
+    size_t block = unit;
+    if (p->encode)
+        block += codec_pieces(unit, p->piece_max) * CODEC_PIECE_OVERHEAD;
+    uint64_t nblocks = c->mem / pool_stride(block);
+    if (nblocks < transform_blocks(p))
+        nblocks = transform_blocks(p);
+    if (ring_reserve(&p->ring, nblocks * pool_stride(block), err))
+        return -1;
+    return carve_locked(p, block, unit, err);
+}
+
+/* A regular file's size is known in advance: with -z it goes in the header
+ * of the LZ4 frame that files get.  Files whose size the file system does
+ * not report (those of /proc and /sys show no blocks) are left unsized.
+ * The reader compares the size with what it read, so a file that changes
+ * while it is read is an error rather than a frame that lies (-z) or a copy
+ * that is short of what the file held (a file cut while it was read). */
+static int plan_content_size(struct pipeline *p, struct weir_error *err)
+{
+    if (!p->in.regular)
+        return 0;
+    struct stat st;
+    if (fstat(p->in.fd, &st) != 0)
+        return error_sys(err, p->in.status, errno, "%s: fstat", p->in.name);
+    off_t at = lseek(p->in.fd, 0, SEEK_CUR);
+    if (at < 0)
+        return error_sys(err, p->in.status, errno, "%s: lseek", p->in.name);
+    p->sized = st.st_size > 0 && st.st_blocks > 0 && at <= st.st_size;
+    p->content_size = p->sized ? (uint64_t)(st.st_size - at) : 0;
+    return 0;
+}
+
+/* A connection that may resume must be able to send again what the
+ * receiver lacks.  Holding it in the buffer costs a transfer that never
+ * breaks about 7% at memory speed (the reader then refills blocks sent a
+ * confirmation ago, gone from the cache, rather than the one just sent).
+ * A regular file can instead be read again: the reader's bytes are the
+ * file's from where it began, its holes included.  That needs a file
+ * description of its own (the reader seeks the input's for holes), and a
+ * buffer that holds the file's bytes as they are: not -z's blocks, not
+ * decoded ones.  Without it (a pipe, /proc unmounted) the hold stays. */
+static void plan_reread(struct pipeline *p)
+{
+    const struct weir_config *c = p->cfg;
+    bool network = false;
+    for (int i = 0; i < c->noutputs; i++)
+        network |= c->outputs[i].kind == WEIR_OUT_TCP;
+    if (!network || !p->in.regular || p->encode || p->may_decode || !(c->reconnect > 0))
+        return;
+    off_t at = lseek(p->in.fd, 0, SEEK_CUR);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", p->in.fd);
+    int fd = at < 0 ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return;
+    struct stat a, b;
+    if (fstat(fd, &a) != 0 || fstat(p->in.fd, &b) != 0 || a.st_dev != b.st_dev ||
+        a.st_ino != b.st_ino) {
+        close(fd);
+        return;
+    }
+    p->reread_fd = fd;
+    p->reread_base = (uint64_t)at;
+}
+
+/* ---- setup: the input and the outputs ------------------------------------ */
+
+/* Two transports that are one file: writing one would destroy the other
+ * (weir -i f -o f, weir -i f >> f, -o a -o a, -l f -o f). */
+static int refuse_same(const struct transport *a, const struct transport *b,
+                       struct weir_error *err)
+{
+    if (!transport_same_file(a, b))
+        return 0;
+    return error_set(err, WEIR_EXIT_USAGE, "%s and %s are the same file", a->name, b->name);
+}
+
+/* The same for the -l file, which is closed first: the message saying so
+ * must not be appended to the very file it protects. */
+static int refuse_log(struct pipeline *p, const struct transport *t,
+                      const struct transport *log_t, struct weir_error *err)
+{
+    if (!transport_same_file(t, log_t))
+        return 0;
+    log_close(p->log);
+    return error_set(err, WEIR_EXIT_USAGE, "%s and %s are the same file", t->name,
+                     log_t->name);
+}
+
+/* The files weir writes besides its outputs: the -l log, and the caller's
+ * progress target (weir_config.progress_fd).  No input or output may be
+ * either. */
+struct side_files {
+    struct transport log, progress;
+};
+
+static int refuse_side(struct pipeline *p, const struct transport *t,
+                       const struct side_files *side, struct weir_error *err)
+{
+    if (refuse_log(p, t, &side->log, err))
+        return -1;
+    return refuse_same(t, &side->progress, err);
+}
+
+static int open_input(struct pipeline *p, struct weir_error *err)
+{
+    const struct weir_config *c = p->cfg;
+    switch (c->input) {
+    case WEIR_IN_LISTEN:
+        if (!c->tcp.listen_port[0] && p->listen_fd >= 0) {   /* the caller's socket */
+            int fd = p->listen_fd;
+            p->listen_fd = -1;
+            return tcp_listener_adopt(&c->tcp, fd, &p->listener, err);
+        }
+        if (!c->tcp.listen_port[0]) {   /* only the connection given (channel_fd) */
+            memset(&p->listener, 0, sizeof p->listener);
+            p->listener.fd = -1;
+            snprintf(p->listener.addr, sizeof p->listener.addr, "%s",
+                     c->channel_name ? c->channel_name : "channel");
+            return 0;
+        }
+        return tcp_listen(&c->tcp, &p->listener, err);
+    case WEIR_IN_COMMAND: {
+        int fd;
+        if (child_spawn(&p->producer, CHILD_PRODUCER, c->command, false, p->log, &fd, err))
+            return -1;
+        p->has_producer = true;
+        transport_child(&p->in, &p->producer, fd);
+        return 0;
+    }
+    case WEIR_IN_FILE:
+        return transport_open_input(&p->in, c->input_path, c->stdin_closed, err);
+    case WEIR_IN_STDIN:
+        return transport_open_input(&p->in, NULL, c->stdin_closed, err);
+    }
+    return 0;
+}
+
+static void setup_output(struct pipeline *p, struct output *out, const struct weir_output *spec)
+{
+    out->p = p;
+    out->spec = spec;
+    static const char *const kinds[] = {[WEIR_OUT_STDOUT] = "stdout", [WEIR_OUT_FILE] = "file",
+                                        [WEIR_OUT_TCP] = "connection",
+                                        [WEIR_OUT_COMMAND] = "command",
+                                        [WEIR_OUT_DIGEST] = "digest"};
+    out->kind = kinds[spec->kind];
+    out->state = spec->kind == WEIR_OUT_TCP ? STATS_OUT_CONNECTING : STATS_OUT_WRITING;
+    atomic_init(&out->net, 0);
+    /* the name its writer gives the connection; the others take their
+     * transport's once it is open */
+    transport_none(&out->t);
+    if (spec->kind == WEIR_OUT_TCP && spec->connected) {
+        snprintf(out->name, sizeof out->name, "output %s", spec->host);
+        transport_tcp(&out->t, spec->fd, out->name);   /* owned from here on */
+    } else if (spec->kind == WEIR_OUT_TCP) {
+        snprintf(out->name, sizeof out->name, strchr(spec->host, ':') ? "output [%s]:%s"
+                 : "output %s:%s", spec->host, spec->port);
+    }
+    ratelimit_init(&out->rl, p->cfg->write_rate);
+    atomic_init(&out->halt, false);
+    ring_add_cursor(&p->ring, &out->cur, &out->halt, true);
+    out->cur.broken = &out->broken;
+    if (spec->kind == WEIR_OUT_TCP && !p->cfg->tcp.raw) {
+        /* holds what the receiver has not confirmed, once the session may
+         * resume (writer.c) */
+        ring_add_cursor(&p->ring, &out->hold, NULL, false);
+        out->hold.holder = true;
+    }
+    /* -z: a connection to another weir gets the weir stream, anything else
+     * (a file, a pipe, a command, a --raw connection) one LZ4 frame */
+    bool weir = spec->kind == WEIR_OUT_TCP && !p->cfg->tcp.raw;
+    out->form = weir ? CODEC_FORM_WEIR : CODEC_FORM_FRAME;
+    if (p->encode)
+        p->sums |= weir ? CODEC_SUMS_WEIR : CODEC_SUMS_FRAME;
+}
+
+/* A file output that cannot be opened because the file exists may be one
+ * weir created a moment ago for another -o (-o a -o ./a), or the progress
+ * target. */
+static int explain_open_failure(struct pipeline *p, int i, const struct side_files *side,
+                                struct weir_error *err)
+{
+    char name[300];
+    snprintf(name, sizeof name, "output %s", p->out[i].spec->path);
+    struct transport again;
+    transport_identify_path(&again, p->out[i].spec->path, name);
+    for (int j = 0; j < i; j++)
+        if (refuse_same(&again, &p->out[j].t, err))
+            return -1;
+    (void)refuse_side(p, &again, side, err);   /* -o x -l x: the log created x */
+    return -1;
+}
+
+static int open_output(struct pipeline *p, int i, const struct side_files *side,
+                       struct weir_error *err)
+{
+    const struct weir_config *c = p->cfg;
+    struct output *out = &p->out[i];
+    switch (out->spec->kind) {
+    case WEIR_OUT_TCP:
+        return 0;   /* its writer connects */
+    case WEIR_OUT_COMMAND: {
+        int fd;
+        if (child_spawn(&out->child, CHILD_CONSUMER, c->command, c->stdout_null, p->log,
+                        &fd, err))
+            return -1;
+        out->has_child = true;
+        transport_child(&out->t, &out->child, fd);
+        snprintf(out->name, sizeof out->name, "%s", out->t.name);
+        return 0;
+    }
+    case WEIR_OUT_DIGEST:
+        if (transport_digest(&out->t, out->spec->path, err))
+            return -1;
+        snprintf(out->name, sizeof out->name, "%s", out->t.name);
+        return 0;
+    case WEIR_OUT_FILE:
+    case WEIR_OUT_STDOUT:
+        break;
+    }
+    const char *path = out->spec->kind == WEIR_OUT_FILE ? out->spec->path : NULL;
+    if (transport_open_output(&out->t, path, c->force, c->dsync, c->stdout_closed, c->watchdog,
+                              err))
+        return path ? explain_open_failure(p, i, side, err) : -1;
+    snprintf(out->name, sizeof out->name, "%s", out->t.name);
+    if (refuse_same(&out->t, &p->in, err) || refuse_side(p, &out->t, side, err))
+        return -1;
+    for (int j = 0; j < i; j++)
+        if (refuse_same(&out->t, &p->out[j].t, err))
+            return -1;
+    return 0;
+}
+
+/* Open every output and check it against the input, the log and the other
+ * outputs.  Nothing is truncated until every check has passed. */
+static int open_outputs(struct pipeline *p, const struct side_files *side,
+                        struct weir_error *err)
+{
+    for (int i = 0; i < p->nout; i++)
+        if (open_output(p, i, side, err))
+            return -1;
+    for (int i = 0; i < p->nout; i++)
+        if (transport_truncate(&p->out[i].t, err))
+            return -1;
+    return 0;
+}
+
+/* A start that failed leaves nothing behind: no created file, no child. */
+static void undo_start(struct pipeline *p)
+{
+    struct weir_error ignored;
+    /* stopping: a child gets SIGTERM, its grace period, then SIGKILL (one
+     * that ignores SIGTERM must not keep weir waiting for ever) */
+    atomic_bool stopping = true;
+    for (int i = 0; i < p->nout; i++) {
+        transport_discard(&p->out[i].t);
+        if (p->out[i].has_child)
+            transport_close(&p->out[i].t, false, &stopping, &ignored);
+    }
+    if (p->has_producer)
+        transport_close(&p->in, false, &stopping, &ignored);
+}
+
+void weir_config_defaults(struct weir_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->mem = 512ULL << 20;
+    c->block = 1ULL << 20;
+    c->resume_read_pct = 100;
+    c->readahead = 16ULL << 20;
+    c->level = 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+    c->tcp.connect_timeout = 30;
+    c->tcp.io_timeout = 600;
+    c->reconnect = 300;
+    c->progress_fd = -1;
+    c->channel_fd = -1;
+    c->listen_fd = -1;
+}
+
+/* --key-file: the keys, and the handshakes' contexts for each side. */
+static int load_keys(struct pipeline *p, struct weir_error *err)
+{
+    const struct weir_config *c = p->cfg;
+    if (c->key_text) {
+        if (keyfile_load_text(&p->keys, "the one-time key", c->key_text, c->key_text_len,
+                              &p->key, err))
+            return -1;
+    } else if (!c->key_file) {
+        return 0;
+    } else if (keyfile_load(&p->keys, c->key_file, c->key_id, &p->key, err)) {
+        return -1;
+    }
+    p->keyed = true;
+    bool any_tcp = false;
+    for (int i = 0; i < c->noutputs; i++)
+        any_tcp |= c->outputs[i].kind == WEIR_OUT_TCP;
+    if (any_tcp && tls_context_new(&p->tls_client, &p->keys, p->key, false, err))
+        return -1;
+    /* a listener given --key-id takes that key alone */
+    if (c->input == WEIR_IN_LISTEN &&
+        tls_context_new(&p->tls_server, &p->keys, c->key_id ? p->key : NULL, true, err))
+        return -1;
+    return 0;
+}
+
+static int create(struct pipeline *p, struct weir_error *err)
+{
+    const struct weir_config *c = p->cfg;
+    if (load_keys(p, err) || plan_buffer(p, err))
+        return -1;
+    static const struct weir_output stdout_spec = {.kind = WEIR_OUT_STDOUT};
+    p->nout = c->noutputs ? c->noutputs : 1;
+    for (int i = 0; i < p->nout; i++) {
+        setup_output(p, &p->out[i], c->noutputs ? &c->outputs[i] : &stdout_spec);
+        if (p->tls_client && p->out[i].spec->kind == WEIR_OUT_TCP)
+            p->sealing_writers++;   /* the workers stay until it is done */
+    }
+    p->sealq = calloc((size_t)p->nout * SEAL_AHEAD, sizeof *p->sealq);
+    if (!p->sealq)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "engine: seal queue");
+    /* the input first: a start that fails leaves no output behind */
+    if (open_input(p, err) || plan_content_size(p, err))
+        return -1;
+    plan_reread(p);
+    struct stat st;
+    if (p->in.regular && fstat(p->in.fd, &st) == 0 && st.st_size > 0)
+        p->input_size = (uint64_t)st.st_size;   /* for an ETA; unknown if fstat fails */
+    struct side_files side;
+    transport_none(&side.log);
+    transport_none(&side.progress);
+    if (p->log->file) {
+        char name[300];
+        snprintf(name, sizeof name, "log %s", c->log_path ? c->log_path : "");
+        transport_identify_fd(&side.log, fileno(p->log->file), name);
+    }
+    if (c->progress_fd >= 0)
+        transport_identify_fd(&side.progress, c->progress_fd,
+                              c->progress_name ? c->progress_name : "progress");
+    if (refuse_log(p, &side.progress, &side.log, err) || refuse_side(p, &p->in, &side, err) ||
+        open_outputs(p, &side, err)) {
+        undo_start(p);
+        return -1;
+    }
+    if (c->input == WEIR_IN_LISTEN && p->listener.fd >= 0) {
+        /* with port 0 the caller cannot know the port otherwise: say it even with -q */
+        log_msg(p->log, strcmp(c->tcp.listen_port, "0") == 0 && !c->port_told ? LOG_NOTICE
+                                                                               : LOG_INFO,
+                "listening on %s", p->listener.addr);
+        bool loopback = strncmp(p->listener.addr, "127.", 4) == 0 ||
+                        strncmp(p->listener.addr, "[::1]", 5) == 0;
+        if (!p->keyed && !c->tcp.allow_host[0] && !loopback)
+            log_msg(p->log, LOG_WARN, "no key and no allow-list: anyone who can reach %s can "
+                    "write into the output (see --key-file)", p->listener.addr);
+    }
+    sync_lock(&p->lock);
+    if (p->ring.carved)
+        plan_readahead_locked(p);
+    sync_unlock(&p->lock);
+    return 0;
+}
+
+/* The one global: a signal that arrived while the engine was being set up.
+ * Opening a FIFO or a tape blocks until its other side comes, so during
+ * setup SIGINT, SIGTERM and SIGHUP are let in, to this handler (installed
+ * without SA_RESTART, so open() returns EINTR); everywhere else they are
+ * blocked and taken with sigtimedwait(). */
+static volatile sig_atomic_t setup_signal;
+
+static void setup_handler(int sig)
+{
+    setup_signal = sig;
+}
+
+static const int setup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+/* Let the signals in (only those not ignored: nohup stays in force). */
+static void setup_signals_open(struct sigaction *saved)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    setup_signal = 0;
+    for (int i = 0; i < 3; i++) {
+        struct sigaction sa = {.sa_handler = setup_handler};
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(setup_signals[i], NULL, &saved[i]) != 0 ||
+            saved[i].sa_handler == SIG_IGN || sigaction(setup_signals[i], &sa, NULL) != 0)
+            continue;
+        sigaddset(&set, setup_signals[i]);
+    }
+    sync_sigmask(SIG_UNBLOCK, &set);
+}
+
+/* Block them again and put back the actions that were changed; one that
+ * was ignored is left alone: setting SIG_IGN again would discard that
+ * signal if it is pending (sent to a weir started in the background of a
+ * script, whose SIGINT is ignored, during setup: the main loop would never
+ * take it, and the transfer ran on). */
+static void setup_signals_close(const struct sigaction *saved)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (int i = 0; i < 3; i++)
+        sigaddset(&set, setup_signals[i]);
+    sync_sigmask(SIG_BLOCK, &set);
+    for (int i = 0; i < 3; i++)
+        if (saved[i].sa_handler != SIG_IGN)
+            (void)sigaction(setup_signals[i], &saved[i], NULL);
+}
+
+int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_engine **out,
+                struct weir_error *err)
+{
+    struct pipeline *p = calloc(1, sizeof *p);
+    if (!p)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "engine");
+    *out = (struct weir_engine *)p;
+    p->cfg = c;
+    p->log = log;
+    p->confirm_every = CODEC_CONFIRM_BYTES;
+    p->main_thread = pthread_self();
+    sync_mutex_init(&p->lock);
+    sync_cond_init(&p->job_cv);
+    atomic_init(&p->stop, false);
+    ring_init(&p->ring, &p->lock, &p->stop, c->start_write_pct, c->resume_read_pct);
+    ring_add_cursor(&p->ring, &p->content_cur, NULL, false);
+    transport_none(&p->in);
+    p->listener.fd = -1;
+    p->reread_fd = -1;
+    p->channel_fd = c->channel_fd;   /* owned from here on */
+    p->listen_fd = c->listen_fd;     /* so is this */
+    p->encode = c->compress;
+    p->may_decode = c->decode || (c->input == WEIR_IN_LISTEN && !c->tcp.raw);
+    ratelimit_init(&p->read_rl, c->read_rate);
+    struct sigaction saved[3];
+    setup_signals_open(saved);
+    int rc = create(p, err);
+    setup_signals_close(saved);
+    int sig = setup_signal;
+    if (sig) {
+        if (rc == 0)
+            undo_start(p);
+        return error_set(err, WEIR_EXIT_SIGNAL + sig, "interrupted by %s",
+                         sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+    }
+    return rc;
+}
+
+void weir_destroy(struct weir_engine *e)
+{
+    struct pipeline *p = (struct pipeline *)e;
+    if (!p)
+        return;
+    struct weir_error ignored;
+    atomic_bool stopping = true;   /* a child still there is stopped, not awaited */
+    tcp_listener_close(&p->listener);
+    if (p->channel_fd >= 0)
+        close(p->channel_fd);
+    if (p->listen_fd >= 0)
+        close(p->listen_fd);
+    if (p->reread_fd >= 0)
+        close(p->reread_fd);
+    transport_close(&p->in, false, &stopping, &ignored);
+    if (p->has_producer)
+        child_release(&p->producer);
+    for (int i = 0; i < p->nout; i++) {
+        transport_close(&p->out[i].t, false, &stopping, &ignored);
+        if (p->out[i].has_child)
+            child_release(&p->out[i].child);
+        for (int k = 0; k < SEAL_AHEAD; k++)
+            free(p->out[i].ahead[k].out);
+        secret_free(p->out[i].tx_dir, sizeof *p->out[i].tx_dir);
+        free(p->out[i].marks);
+        free(p->out[i].recipe);
+        free(p->out[i].replay_buf);
+    }
+    ring_destroy(&p->ring);
+    tls_context_free(p->tls_client);
+    tls_context_free(p->tls_server);
+    if (p->keyed)
+        keyfile_free(&p->keys);
+    free(p->jobs);
+    free(p->workers);
+    free(p->sealq);
+    free(p);
+}
+
+/* ---- the main thread ---------------------------------------------------- */
+
+static const char *waiting_for_locked(const struct pipeline *p, struct stats_snapshot *s)
+{
+    for (int i = 0; i < p->nout; i++) {
+        const struct output *o = &p->out[i];
+        if (!o->awaiting || o->dead)
+            continue;
+        if (o->has_child)
+            return "its consumer to finish";
+        s->peer_written = o->peer_written;
+        return o->peer_phase == SESSION_CONSUMER ? "the receiver's consumer to finish"
+                                                 : "the receiver to write everything";
+    }
+    return NULL;
+}
+
+_Static_assert(WEIR_MAX_OUTPUTS <= STATS_MAX_OUTPUTS, "a snapshot holds every output");
+
+static enum stats_output_state output_state_locked(const struct output *o)
+{
+    if (o->dead)
+        return STATS_OUT_FAILED;
+    if (o->state == STATS_OUT_DONE || o->state == STATS_OUT_STOPPED)
+        return o->state;
+    if (o->awaiting)
+        return o->has_child ? STATS_OUT_CONSUMER : STATS_OUT_ANSWER;
+    return o->state;
+}
+
+/* The transfer's phase, from the outputs' states already in s. */
+static enum stats_phase phase_locked(const struct pipeline *p, const struct stats_snapshot *s)
+{
+    if (p->finished)
+        return STATS_DONE;
+    if (atomic_load(&p->stop))
+        return STATS_STOPPING;
+    bool awaited = false, busy = false;
+    for (int i = 0; i < s->noutputs; i++) {
+        switch (s->outputs[i].state) {
+        case STATS_OUT_CONNECTING:
+            return STATS_CONNECTING;
+        case STATS_OUT_ANSWER:
+        case STATS_OUT_CONSUMER:
+            awaited = true;
+            break;
+        case STATS_OUT_WRITING:
+        case STATS_OUT_FLUSHING:
+            busy = true;
+            break;
+        default:
+            break;
+        }
+    }
+    const struct ring *r = &p->ring;
+    if (r->t_start <= 0 || (s->in_bytes == 0 && !r->input_done))
+        return STATS_WAITING;
+    if (!r->input_done)
+        return STATS_TRANSFERRING;
+    return awaited && !busy ? STATS_ANSWER : STATS_DRAINING;
+}
+
+void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
+{
+    struct pipeline *p = (struct pipeline *)e;
+    const struct ring *r = &p->ring;
+    memset(s, 0, sizeof *s);
+    sync_lock(&p->lock);
+    double now = clock_now();
+    s->elapsed = r->t_start > 0 ? now - r->t_start : 0;
+    s->in_bytes = atomic_load(&p->in_bytes);
+    s->out_bytes = r->min_out;
+    s->data_bytes = p->data_bytes;
+    s->hole_bytes = p->hole_bytes;
+    s->transform = p->encode || p->decoding;
+    s->decoding = p->decoding;
+    s->wire_bytes = p->encode ? r->queued_bytes : p->decoding ? s->in_bytes : 0;
+    s->held = ring_fill_locked(r);
+    s->capacity = ring_capacity_locked(r);
+    double open_wait = r->empty_since >= 0 ? now - r->empty_since : 0;
+    s->t_empty = r->t_empty + (r->empty_on_workers ? 0 : open_wait);
+    s->t_workers = r->t_workers + (r->empty_on_workers ? open_wait : 0);
+    s->workers_name = p->encode ? "compression" : "decoding";
+    s->t_full = r->t_full;
+    s->expect = p->cfg->expect_size;
+    s->t_input_end = r->t_input_end > 0 ? r->t_input_end - r->t_start : 0;
+    /* what the slowest weir receiver's outputs wrote, as its keepalives say */
+    for (int i = 0; i < p->nout; i++) {
+        const struct output *o = &p->out[i];
+        if (o->spec->kind == WEIR_OUT_TCP && !o->dead && o->peer_written &&
+            (!s->peer_written || o->peer_written < s->peer_written))
+            s->peer_written = o->peer_written;
+    }
+    s->waiting = waiting_for_locked(p, s);
+    s->net_bytes = atomic_load(&p->net_in);
+    s->input_size = p->input_size;
+    s->failed = p->failed;
+    s->failure = p->failed ? p->first.msg : NULL;
+    s->reconnections = p->reconnections;
+    s->gap_secs = p->gap_secs + (p->gap_since > 0 ? now - p->gap_since : 0);
+    s->reconnecting = p->gap_since > 0;
+    s->noutputs = p->nout;
+    for (int i = 0; i < p->nout; i++) {
+        const struct output *o = &p->out[i];
+        struct stats_output *so = &s->outputs[i];
+        so->name = o->name;
+        so->kind = o->kind;
+        so->bytes = o->cur.bytes > o->bytes_peak ? o->cur.bytes : o->bytes_peak;
+        so->holes = o->cur.holes;
+        so->net_bytes = atomic_load(&o->net);
+        so->state = output_state_locked(o);
+        so->reconnections = o->reconnections;
+        s->net_bytes += so->net_bytes;
+        s->reconnections += o->reconnections;
+        s->gap_secs += o->gap_secs + (o->gap_since > 0 ? now - o->gap_since : 0);
+        s->reconnecting |= o->gap_since > 0;
+    }
+    s->phase = phase_locked(p, s);
+    sync_unlock(&p->lock);
+}
+
+static int start_thread(struct pipeline *p, pthread_t *t, void *(*fn)(void *), void *arg,
+                        bool *started, bool *running)
+{
+    struct weir_error err;
+    sync_lock(&p->lock);
+    p->running++;
+    *running = true;
+    sync_unlock(&p->lock);
+    if (sync_create(t, fn, arg, &err) == 0) {
+        *started = true;
+        return 0;
+    }
+    sync_lock(&p->lock);
+    p->running--;
+    *running = false;
+    sync_unlock(&p->lock);
+    pipeline_fail(p, &err);
+    return -1;
+}
+
+/* Workers first, then the reader, then the writers; if the system runs out
+ * of threads part way, the pipeline stops and those started are joined. */
+static void start_threads(struct pipeline *p)
+{
+    for (int i = 0; i < p->nworkers; i++) {
+        p->workers[i].p = p;
+        if (start_thread(p, &p->workers[i].thread, worker_main, &p->workers[i],
+                         &p->workers[i].started, &p->workers[i].running))
+            return;
+    }
+    if (start_thread(p, &p->reader, reader_main, p, &p->reader_started, &p->reader_running))
+        return;
+    for (int i = 0; i < p->nout; i++)
+        if (start_thread(p, &p->out[i].thread, writer_main, &p->out[i], &p->out[i].started,
+                         &p->out[i].running))
+            return;
+}
+
+/* Send the wake-up signal to every thread still running. */
+static void kick_threads(struct pipeline *p)
+{
+    sync_lock(&p->lock);
+    if (p->reader_running)
+        sync_kill(p->reader, WAKE_SIGNAL);
+    for (int i = 0; i < p->nout; i++) {
+        if (p->out[i].running)
+            sync_kill(p->out[i].thread, WAKE_SIGNAL);
+        if (p->out[i].bc_running)
+            sync_kill(p->out[i].backchannel, WAKE_SIGNAL);
+    }
+    sync_unlock(&p->lock);
+}
+
+/* SIGINT, SIGTERM or SIGHUP.  One from the terminal went to the whole
+ * process group, children included; one sent to weir alone (kill) is
+ * passed on to them.  Either way they are signalled once, and waited for. */
+static void interrupt(struct pipeline *p, const siginfo_t *si)
+{
+    int sig = si->si_signo;
+    /* the stop first: a child that dies of the signal must not be the
+     * error reported (the first error wins) */
+    struct weir_error e;
+    error_set(&e, WEIR_EXIT_SIGNAL + sig, "interrupted by %s",
+              sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+    sync_lock(&p->lock);
+    p->signalled = true;
+    sync_unlock(&p->lock);
+    pipeline_fail(p, &e);
+    bool to_group = si->si_code != SI_USER && si->si_code != SI_QUEUE;
+    struct child *kids[WEIR_MAX_OUTPUTS + 1];
+    int n = 0;
+    if (p->has_producer)
+        kids[n++] = &p->producer;
+    for (int i = 0; i < p->nout; i++)
+        if (p->out[i].has_child)
+            kids[n++] = &p->out[i].child;
+    for (int i = 0; i < n; i++) {
+        if (to_group)
+            child_signalled(kids[i], sig);
+        else
+            child_signal(kids[i], sig);
+    }
+}
+
+struct status_state {
+    struct stats_snapshot prev;
+    double next;         /* monotonic time of the next report */
+};
+
+static void report_status(struct pipeline *p, const struct weir_observer *obs,
+                          struct status_state *st, bool whole_line)
+{
+    if (!obs || !obs->status)
+        return;
+    struct stats_snapshot now;
+    weir_snapshot((struct weir_engine *)p, &now);
+    obs->status(obs->ctx, &st->prev, &now, whole_line);
+    st->prev = now;
+}
+
+/* Tell a weir sender that this end is alive, how far its outputs are and
+ * what it is doing. */
+static void keep_sender_informed(struct pipeline *p, double now)
+{
+    sync_lock(&p->lock);
+    bool on = p->answer_sender && !atomic_load(&p->stop);
+    uint64_t written = p->ring.min_out;
+    enum session_phase phase = p->ring.input_done ? SESSION_DRAINING : SESSION_RECEIVING;
+    for (int i = 0; i < p->nout; i++)
+        if (p->out[i].has_child && p->out[i].awaiting)
+            phase = SESSION_CONSUMER;
+    /* under the lock: the reader sends its confirmations on the same
+     * connection, and puts a new one in its place after a break */
+    if (on)
+        session_keepalive(&p->back, written, phase, now);
+    uint64_t held = atomic_load(&p->held);
+    if (on && p->resumable && held > p->confirmed && session_confirm(&p->back, held))
+        p->confirmed = held;   /* what the reader has not said yet */
+    sync_unlock(&p->lock);
+}
+
+/* -W: the engine fails when neither the input nor any output has moved a
+ * byte for that long (a receiver's keepalives count for its sender), and
+ * says which end it blames: a listener nobody joined, an input that sends
+ * nothing, or the slowest output.  Waiting for a consumer to exit or for a
+ * receiver's answer after the last byte is not a stall: --timeout bounds a
+ * silent receiver, and a consumer is allowed its time to finish.  Nor is a
+ * worker's time inside a block (level 12 over -s 64M takes seconds), and a
+ * pipe or a file takes a large block in parts that each count
+ * (transport_pace_writes). */
+struct watchdog {
+    double limit;        /* seconds; 0: off */
+    double last_move;    /* when a byte last moved */
+    uint64_t last_sum;   /* bytes moved, summed over every end */
+};
+
+static void watch(struct pipeline *p, struct watchdog *w, double now)
+{
+    if (w->limit <= 0)
+        return;
+    struct weir_error e;
+    sync_lock(&p->lock);
+    /* holes count as moving: a long one may take a while to write as zeros */
+    uint64_t sum = atomic_load(&p->in_bytes) + p->hole_bytes;
+    /* a gap in a connection that may resume is bounded by --reconnect */
+    bool busy = atomic_load(&p->stop) || p->transforming > 0 || p->gap_since > 0;
+    const struct output *slowest = NULL;
+    for (int i = 0; i < p->nout; i++) {
+        const struct output *o = &p->out[i];
+        sum += o->cur.bytes + o->cur.holes + o->peer_written + o->rp_bytes + o->rp_holes;
+        /* connecting and greeting have bounds of their own */
+        busy |= (o->awaiting || o->state == STATS_OUT_CONNECTING) && !o->dead;
+        if (!o->dead && o->running && (!slowest || o->cur.bytes < slowest->cur.bytes))
+            slowest = o;
+    }
+    if (sum != w->last_sum || busy || now - w->last_move < w->limit) {
+        if (sum != w->last_sum || busy) {
+            w->last_sum = sum;
+            w->last_move = now;
+        }
+        sync_unlock(&p->lock);
+        return;
+    }
+    const struct ring *r = &p->ring;
+    if (p->cfg->input == WEIR_IN_LISTEN && r->t_start <= 0)
+        error_set(&e, WEIR_EXIT_NETWORK, "watchdog (-W %g): no sender connected to %s",
+                  w->limit, p->listener.addr);
+    else if (!r->input_done && (r->empty_since >= 0 || !r->gate_open || !slowest))
+        error_set(&e, p->in.status ? p->in.status : WEIR_EXIT_INPUT,
+                  "watchdog (-W %g): %s sent nothing for %g s", w->limit, p->in.name,
+                  w->limit);
+    else if (slowest && slowest->spec->kind == WEIR_OUT_TCP)
+        error_set(&e, WEIR_EXIT_NETWORK, strchr(slowest->spec->host, ':')
+                  ? "watchdog (-W %g): output [%s]:%s took nothing for %g s"
+                  : "watchdog (-W %g): output %s:%s took nothing for %g s", w->limit,
+                  slowest->spec->host, slowest->spec->port, w->limit);
+    else
+        error_set(&e, WEIR_EXIT_OUTPUT, "watchdog (-W %g): %s took nothing for %g s",
+                  w->limit, slowest ? slowest->t.name : "the output", w->limit);
+    w->limit = 0;   /* once */
+    sync_unlock(&p->lock);
+    pipeline_fail(p, &e);
+}
+
+/* Wait for signals and thread ends until every thread has returned. */
+static void main_loop(struct pipeline *p, const struct weir_observer *obs)
+{
+    double interval = obs && obs->interval > 0 ? obs->interval : 0;
+    struct status_state st = {.next = clock_now() + interval};
+    double last_kick = 0, next_trim = clock_now() + TRIM_INTERVAL;
+    struct watchdog dog = {.limit = p->cfg->watchdog, .last_move = clock_now()};
+    sigset_t set;
+    main_signals(&set);
+    weir_snapshot((struct weir_engine *)p, &st.prev);
+    for (;;) {
+        sync_lock(&p->lock);
+        bool done = p->running == 0;
+        sync_unlock(&p->lock);
+        if (done)
+            return;
+        double now = clock_now();
+        double wait = interval > 0 ? st.next - now : TRIM_INTERVAL;
+        if (wait > CODEC_KEEPALIVE_SECS)
+            wait = CODEC_KEEPALIVE_SECS;
+        if (atomic_load(&p->stop)) {
+            if (now - last_kick >= KICK_INTERVAL) {
+                kick_threads(p);
+                last_kick = now;
+            }
+            wait = KICK_INTERVAL;
+        }
+        if (wait < 0.001)
+            wait = 0.001;
+        struct timespec ts = {.tv_sec = (time_t)wait,
+                              .tv_nsec = (long)((wait - (double)(time_t)wait) * 1e9)};
+        siginfo_t si;
+        int sig = sigtimedwait(&set, &si, &ts);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+            interrupt(p, &si);
+        else if (sig == SIGUSR1)
+            report_status(p, obs, &st, true);
+        if (interval > 0 && clock_now() >= st.next) {
+            report_status(p, obs, &st, false);
+            st.next = clock_now() + interval;
+        }
+        keep_sender_informed(p, clock_now());
+        watch(p, &dog, clock_now());
+        if (clock_now() >= next_trim) {
+            sync_lock(&p->lock);
+            pool_trim_locked(&p->ring.pool, TRIM_KEEP, TRIM_BATCH);
+            sync_unlock(&p->lock);
+            next_trim = clock_now() + TRIM_INTERVAL;
+        }
+    }
+}
+
+/* The answer to a weir sender, once every output accepted every byte,
+ * flushed, and every consumer exited: the sender's exit status rests on
+ * it.  Its waits (for the sender's word that it read it, for the sender to
+ * come back for it) run on the main thread once its loop is over: a stop
+ * watch takes the place of the loop's signals, so that one ends them at
+ * once (they were up to 35 s). */
+static void answer_sender(struct pipeline *p)
+{
+    int code = p->failed ? p->first.status : 0;
+    const char *msg = p->failed ? p->first.msg : NULL;
+    struct sync_stop_watch w = {.halt = false, .sig = 0, .running = false};
+    struct weir_error err;
+    (void)sync_stop_watch_start(&w, &err);   /* without it the waits keep their own bounds */
+    bool sent = reader_answer(p, code, msg, &w.halt);
+    if (!sent && !p->failed && !p->answer_home)
+        log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s", p->in.name,
+                strerror(errno));
+    if (p->answer_home)
+        reader_answer_home(p, sent, code, msg, &w.halt);
+    sync_stop_watch_end(&w);
+    int sig = atomic_load(&w.sig);
+    if (sig) {
+        /* taken here, as the loop would have: the transfer was interrupted */
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        siginfo_t si;
+        struct timespec now = {0, 0};
+        if (sigtimedwait(&one, &si, &now) == sig)
+            interrupt(p, &si);
+    }
+}
+
+int weir_run(struct weir_engine *e, const struct weir_observer *obs)
+{
+    struct pipeline *p = (struct pipeline *)e;
+    start_threads(p);
+    main_loop(p, obs);
+    if (p->reader_started)
+        sync_join(p->reader);
+    for (int i = 0; i < p->nworkers; i++)
+        if (p->workers[i].started)
+            sync_join(p->workers[i].thread);
+    for (int i = 0; i < p->nout; i++)
+        if (p->out[i].started)
+            sync_join(p->out[i].thread);
+    if (p->answer_sender && p->in.fd >= 0)
+        answer_sender(p);
+    if (p->in.fd >= 0) {
+        struct weir_error ignored;
+        transport_close(&p->in, !p->failed, NULL, &ignored);
+    }
+    /* -H: the digest is said only of a transfer that succeeded whole */
+    for (int i = 0; !p->failed && i < p->nout; i++)
+        if (p->out[i].spec->kind == WEIR_OUT_DIGEST && p->out[i].t.digest_hex[0])
+            log_msg(p->log, LOG_NOTICE, "%s hash: %s", p->out[i].spec->path,
+                    p->out[i].t.digest_hex);
+    /* a transfer that failed before it wrote a byte leaves no empty file
+     * behind, so that a retry is not refused with "file exists" */
+    for (int i = 0; p->failed && i < p->nout; i++)
+        if (p->out[i].cur.bytes == 0)
+            transport_discard(&p->out[i].t);
+    sync_lock(&p->lock);
+    p->finished = true;
+    for (int i = 0; i < p->nout; i++)
+        if (!p->out[i].started)
+            p->out[i].state = STATS_OUT_STOPPED;   /* its thread never ran */
+    sync_unlock(&p->lock);
+    return p->failed ? p->first.status : WEIR_EXIT_OK;
+}
+
+void weir_fail(struct weir_engine *e, int status, const char *msg)
+{
+    struct weir_error err;
+    error_set(&err, status, "%s", msg);
+    pipeline_fail((struct pipeline *)e, &err);
+}
+
+bool weir_resumable(struct weir_engine *e)
+{
+    struct pipeline *p = (struct pipeline *)e;
+    sync_lock(&p->lock);
+    bool yes = p->resumable;
+    for (int i = 0; i < p->nout; i++)
+        yes = yes || p->out[i].resumable;
+    sync_unlock(&p->lock);
+    return yes;
+}
+
+bool weir_stream_whole(struct weir_engine *e)
+{
+    struct pipeline *p = (struct pipeline *)e;
+    sync_lock(&p->lock);
+    bool whole = p->stream_whole;
+    int tcp = 0, ended = 0;
+    for (int i = 0; i < p->nout; i++)
+        if (p->out[i].spec->kind == WEIR_OUT_TCP) {
+            tcp++;
+            ended += p->out[i].ended;
+        }
+    sync_unlock(&p->lock);
+    return whole || (tcp > 0 && ended == tcp);
+}
+
+int weir_listen_port(const struct weir_engine *e)
+{
+    const struct pipeline *p = (const struct pipeline *)e;
+    const char *colon = strrchr(p->listener.addr, ':');
+    return p->listener.fd >= 0 && colon ? atoi(colon + 1) : -1;
+}
+
+bool weir_succeeded(const struct weir_engine *e)
+{
+    const struct pipeline *p = (const struct pipeline *)e;
+    return !p->failed;
+}

@@ -1,0 +1,1387 @@
+/*
+ * reader.c - the reader thread: it opens the input (admitting a sender for
+ * -I), decides what the input is, and fills the buffer.  See the essay at
+ * the top of pipeline.c.
+ *
+ *   pass-through   read() into the filling slot, publish after each read
+ *   -z             read a block's worth, hash it for the LZ4 frame's
+ *                  content checksum (the one sequential step), queue it for
+ *                  a worker to compress; the end of the data (the weir
+ *                  trailer, the frame's EndMark and content checksum) goes
+ *                  in a slot of its own, and each output writes its header
+ *                  itself
+ *   weir stream    the decoder (decode.c) hands each block to this file's
+ *   LZ4 data (-d)  sink: stored blocks are read straight into the filling
+ *                  slot and verified here, compressed ones go to the workers;
+ *                  a split LZ4 frame's content checksum is hashed in order
+ *                  behind them and compared at the frame's end; a frame of
+ *                  linked blocks is decoded here, in order, by liblz4;
+ *                  legacy LZ4 blocks go to the workers like a frame's
+ *
+ * Holes: a regular file is read by its data extents (sparse.h); what lies
+ * between them is a hole, never read.  With --sparse, the data read is
+ * also scanned for grains of zeros, which become holes too (the bytes then
+ * pass through a buffer of the reader's own, and are copied once more).
+ * A hole goes into the buffer as a slot of its own (ring_add_hole), and
+ * -z gives it a number in the weir stream, like a block.  Decoding, the
+ * stream's hole records become such slots.
+ *
+ * Every step returns a weir_step (error.h).  The input is closed before the
+ * ring is told it ended, so that a producer's exit status is known before a
+ * trailer vouches for the stream.
+ */
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include "base/sync.h"
+#include "engine/pipeline_int.h"
+#include "format/codec.h"
+#include "format/decode.h"
+#include "format/sparse.h"
+#include "link/listener.h"
+#include "linktest/linktest.h"
+
+#define READ_MAX (1u << 20)    /* largest single read(); keeps publishing frequent */
+#define IDLE_FLUSH_MS 10       /* -z: compress a partial block after this much quiet */
+#define SCAN_BUFFER (1u << 20) /* --sparse: what is read at a time to be scanned */
+/* resuming: the stream is confirmed to the sender at least every this many
+ * bytes, and whenever the connection has nothing more to read for now (the
+ * sender may be waiting for the confirmation to free its buffer) */
+#define CONFIRM_IDLE_MS 2   /* an idle connection's bytes are confirmed after this */
+/* and a connection silent this long while another knocks is taken for dead */
+#define RESUME_SILENCE_SECS 10.0
+
+struct reader {
+    struct pipeline *p;
+    int timeout_ms;
+    bool timed_out;      /* the last read failed for lack of progress */
+    int sealed_errno;    /* an encrypted record that did not open, or a cut */
+    unsigned char *big_in, *big_out;   /* oversize blocks (oversize_block) */
+    bool legacy_told;    /* the user was told that legacy LZ4 has no checksums */
+    bool unsummed_told;  /* ... that an LZ4 frame has none */
+    /* -z: */
+    XXH32_state_t content;   /* the LZ4 frame's content checksum, as read */
+    uint64_t pieces;         /* pieces queued: the weir stream's blocks (and holes) */
+    /* holes in what is read as it is (pass-through, -z): */
+    struct stream_decoder *staged;   /* bytes read while sniffing, handed on first */
+    bool extents;            /* a regular file, read by its data extents */
+    struct sparse_extents ext;
+    bool seek_failed;        /* the last failure was lseek's, not read's */
+    uint64_t at;             /* offset in the data of the next byte handed on */
+    unsigned char *scan;     /* --sparse: bytes read, not yet judged or handed on */
+    size_t scan_pos, scan_end;
+    uint64_t scan_hole;      /* --sparse: a hole (of the file) after the scanned bytes */
+    bool scan_final;         /* the scanned bytes end at that hole or at the end */
+    bool scan_eof;           /* the input ended after them */
+    struct weir_error gone;  /* resuming: the sender did not come back (msg "" until then) */
+    double next_knock;       /* resuming: when to look for other connections next */
+    bool owe_confirm;        /* resuming: the last read drained the connection, with
+                                bytes unconfirmed */
+    bool broke_whole;        /* resuming: the connection broke after the whole stream */
+};
+
+static int resume_input(struct reader *r, const char *cause);
+
+/* A read's error that says the network broke the connection (a reset, a
+ * timeout, a route or a link gone), not that the stream is bad. */
+static bool network_break(int err)
+{
+    return err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
+           err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN || err == EHOSTDOWN;
+}
+
+/* A resumable session's connection that broke once the whole stream had
+ * arrived (after the trailer; the sender's half-close lost in a reset):
+ * the stream ends as with EOF, and the answer still finds its sender. */
+static bool whole_then_broke(struct pipeline *p, int err)
+{
+    sync_lock(&p->lock);
+    bool resumable = p->resumable;
+    sync_unlock(&p->lock);
+    const struct stream_decoder *d = p->decoder;
+    return resumable && d && !d->in_stream && d->streams > 0 && !atomic_load(&p->stop) &&
+           (network_break(err) || err == EPIPE);
+}
+
+/* A resumable session's connection that ended once the whole stream had
+ * arrived, with a reset behind the end: Linux reports a reset that came
+ * with data still queued as the end (0) once the data is read, and keeps
+ * the error for SO_ERROR (or for the first send, which takes it).  Such an
+ * end is a break like whole_then_broke's. */
+static bool whole_then_reset(struct pipeline *p)
+{
+    if (!p->in.is_socket || p->in.fd < 0)
+        return false;
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(p->in.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
+        return whole_then_broke(p, err);
+    /* a send on it (a confirmation, a keepalive) may have taken the error
+     * already; the state still tells a reset (closed) from the sender's
+     * orderly end (close-wait) */
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    return getsockopt(p->in.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+           ti.tcpi_state == TCP_CLOSE && whole_then_broke(p, ECONNRESET);
+}
+
+/* Whether a failed read (got 0: the end) broke a session that may resume:
+ * a reset, a cut, a timeout, an encrypted stream cut short, before the
+ * stream's trailer; not a stop, nor an abort (which the decoder reads as a
+ * record), nor bytes that do not open. */
+static bool broken_session(struct reader *r, ssize_t got, int err)
+{
+    struct pipeline *p = r->p;
+    sync_lock(&p->lock);
+    bool resumable = p->resumable;
+    sync_unlock(&p->lock);
+    const struct stream_decoder *d = p->decoder;
+    bool ended = d && !d->in_stream && d->streams > 0;
+    if (!resumable || ended || atomic_load(&p->stop))
+        return false;
+    if (got == 0)
+        return true;
+    return network_break(err) || (err == EPIPE && p->in.sealed);
+}
+
+/* While the session's connection brings data, anyone else who connects
+ * is refused at once, as a closed port would have before (the port stays
+ * open for the sender's return): told that a transfer is under way, which
+ * a sender coming back takes for "not yet".  At most twice a second. */
+#define KNOCK_SECS 0.5
+static void refuse_others(struct reader *r)
+{
+    struct pipeline *p = r->p;
+    double now = clock_now();
+    if (now < r->next_knock)
+        return;
+    r->next_knock = now + KNOCK_SECS;
+    sync_lock(&p->lock);
+    bool resumable = p->resumable;
+    sync_unlock(&p->lock);
+    struct pollfd knock = {.fd = p->listener.fd, .events = POLLIN};
+    if (resumable && p->listener.fd >= 0 && poll(&knock, 1, 0) > 0)
+        listener_refuse_waiting(&p->listener, p->cfg->tcp.raw, p->log);
+}
+
+/* Tell a sender that may resume how much of the stream this end holds. */
+static void confirm(struct pipeline *p, uint64_t held)
+{
+    sync_lock(&p->lock);
+    if (p->resumable && session_confirm(&p->back, held))
+        p->confirmed = held;
+    sync_unlock(&p->lock);
+}
+
+/* Read the input.  While a session may resume, a connection that says
+ * nothing for RESUME_SILENCE_SECS while a new one waits on the listening
+ * socket is taken for broken (*silent): its sender found it dead and came
+ * back.  (A stranger knocking at such a time only makes a live sender
+ * reconnect.)  Its reads wait a second at a time, which keeps the state of
+ * a record under way. */
+static ssize_t read_watching(struct reader *r, void *buf, size_t n, bool *silent)
+{
+    struct pipeline *p = r->p;
+    sync_lock(&p->lock);
+    bool watch = p->resumable && p->listener.fd >= 0;
+    sync_unlock(&p->lock);
+    if (!watch)
+        return p->in.ops->read(&p->in, buf, n, r->timeout_ms, &p->stop);
+    double since = clock_now();
+    for (;;) {
+        int slice = r->timeout_ms < 0 || r->timeout_ms > 1000 ? 1000 : r->timeout_ms;
+        ssize_t got = p->in.ops->read(&p->in, buf, n, slice, &p->stop);
+        if (got >= 0 || errno != ETIMEDOUT)
+            return got;
+        double quiet = clock_now() - since;
+        if (r->timeout_ms >= 0 && quiet * 1000 >= r->timeout_ms)
+            return -1;   /* --timeout: ETIMEDOUT */
+        struct pollfd knock = {.fd = p->listener.fd, .events = POLLIN};
+        if (quiet >= RESUME_SILENCE_SECS && poll(&knock, 1, 0) > 0) {
+            *silent = true;
+            errno = ETIMEDOUT;
+            return -1;
+        }
+    }
+}
+
+/* The stream_source behind every read of the input. */
+static ssize_t source_read(void *ctx, void *buf, size_t n)
+{
+    struct reader *r = ctx;
+    struct pipeline *p = r->p;
+    for (;;) {
+        if (p->ahead_pos < p->nahead) {
+            /* what the listener read while the sender proved itself */
+            size_t take = p->nahead - p->ahead_pos < n ? p->nahead - p->ahead_pos : n;
+            memcpy(buf, p->ahead + p->ahead_pos, take);
+            p->ahead_pos += take;
+            atomic_fetch_add(&p->in_bytes, (uint64_t)take);
+            atomic_fetch_add(&p->held, (uint64_t)take);
+            return (ssize_t)take;
+        }
+        if (n > READ_MAX)
+            n = READ_MAX;
+        n = ratelimit_chunk(&p->read_rl, n);
+        if (r->owe_confirm) {
+            /* the connection ran dry: a sender that goes on sending needs
+             * no confirmation yet; one that stays silent for CONFIRM_IDLE_MS
+             * may be waiting for room in its buffer, so it gets one (the
+             * read would wait here anyway) */
+            r->owe_confirm = false;
+            if (p->in.ops->wait(&p->in, POLLIN, CONFIRM_IDLE_MS, &p->stop) != 0 &&
+                errno == ETIMEDOUT)
+                confirm(p, atomic_load(&p->held));
+        }
+        bool silent = false;
+        ssize_t got = read_watching(r, buf, n, &silent);
+        if (got <= 0 && broken_session(r, got, errno)) {
+            char cause[120];
+            if (silent)
+                snprintf(cause, sizeof cause, "it said nothing for %g s, and a new connection "
+                         "is waiting", RESUME_SILENCE_SECS);
+            else if (got == 0)
+                snprintf(cause, sizeof cause, "the sender's end closed it");
+            else if (errno == ETIMEDOUT)
+                snprintf(cause, sizeof cause, "no progress for %g s", p->cfg->tcp.io_timeout);
+            else if (errno == EPIPE)
+                snprintf(cause, sizeof cause, "the encrypted stream was cut short");
+            else
+                snprintf(cause, sizeof cause, "%s", strerror(errno));
+            if (resume_input(r, cause) == 0)
+                continue;
+            return -1;
+        }
+        if ((got < 0 && whole_then_broke(p, errno)) || (got == 0 && whole_then_reset(p))) {
+            r->broke_whole = true;   /* the end: the sender comes back for its answer */
+            return 0;
+        }
+        if (got < 0) {
+            r->timed_out = errno == ETIMEDOUT;
+            if (p->in.sealed && (errno == EBADMSG || errno == EPROTO || errno == EPIPE))
+                r->sealed_errno = errno;
+            return -1;
+        }
+        if (got > 0) {
+            atomic_fetch_add(&p->in_bytes, (uint64_t)got);
+            uint64_t held = atomic_fetch_add(&p->held, (uint64_t)got) + (uint64_t)got;
+            sync_lock(&p->lock);
+            bool resumable = p->resumable;
+            uint64_t unconfirmed = held - p->confirmed;
+            sync_unlock(&p->lock);
+            /* every confirm_every bytes, and once the connection stays idle
+             * (above): each confirmation wakes the sender's back channel
+             * and its reader, so a busy connection gets few */
+            if (resumable && unconfirmed >= p->confirm_every)
+                confirm(p, held);
+            else
+                r->owe_confirm = resumable && unconfirmed > 0 && (size_t)got < n;
+            refuse_others(r);
+            if (ratelimit_take(&p->read_rl, (size_t)got, &p->stop)) {
+                errno = ECANCELED;
+                return -1;
+            }
+        }
+        return got;
+    }
+}
+
+/* Wait until every queued block has been decoded and verified. */
+static int source_settle(void *ctx)
+{
+    struct reader *r = ctx;
+    struct pipeline *p = r->p;
+    sync_lock(&p->lock);
+    bool stopped = !ring_wait_settled_locked(&p->ring);
+    sync_unlock(&p->lock);
+    if (stopped)
+        errno = ECANCELED;
+    return stopped ? -1 : 0;
+}
+
+/* An encrypted stream whose record did not open (forged, flipped, dropped,
+ * duplicated, reordered or replayed) or that was cut before its END record
+ * is a data integrity failure, as for the stream inside it. */
+static int sealed_failed(struct reader *r, struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    return error_set(e, WEIR_EXIT_INTEGRITY, "%s: %s", p->in.name,
+                     r->sealed_errno == EBADMSG
+                         ? "an encrypted record does not open (corrupt, forged, dropped, "
+                           "duplicated or reordered)"
+                     : r->sealed_errno == EPROTO ? "data after the end of the encrypted stream"
+                                                 : "the encrypted stream was cut short"),
+           STEP_FAIL;
+}
+
+/* Why the input failed, if the reader knows more than errno: the sender
+ * gone, the encrypted stream, a timeout.  true when e says it. */
+static bool known_failure(struct reader *r, struct weir_error *e)
+{
+    if (r->gone.msg[0])
+        *e = r->gone;
+    else if (r->sealed_errno)
+        sealed_failed(r, e);
+    else if (r->timed_out)
+        error_set(e, r->p->in.status, "%s: no progress for %g s", r->p->in.name,
+                  r->p->cfg->tcp.io_timeout);
+    else
+        return false;
+    return true;
+}
+
+/* A read failure as a step: a stop is not an error of its own. */
+static int read_failed(struct reader *r, struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    if (errno == ECANCELED || atomic_load(&p->stop))
+        return STEP_STOP;
+    if (known_failure(r, e))
+        return STEP_FAIL;
+    if (r->seek_failed)
+        return error_sys(e, p->in.status, errno, "%s: lseek (looking for its holes)",
+                         p->in.name), STEP_FAIL;
+    return error_sys(e, p->in.status, errno, "%s: read", p->in.name), STEP_FAIL;
+}
+
+/* A decoder's failure as a step: a read that failed because the engine is
+ * stopping is not reported. */
+static int decode_failed(struct reader *r, struct weir_error *e)
+{
+    if (atomic_load(&r->p->stop))
+        return STEP_STOP;
+    (void)known_failure(r, e);   /* else the decoder's own message stands */
+    return STEP_FAIL;
+}
+
+static void fill_publish(struct pipeline *p, size_t n)
+{
+    sync_lock(&p->lock);
+    ring_fill_publish_locked(&p->ring, n);
+    p->data_bytes += n;
+    content_catch_up_locked(p);
+    sync_unlock(&p->lock);
+}
+
+/* ---- holes in the input ---------------------------------------------------- */
+
+/* A hole of len bytes goes into the buffer; seq: its -z number. */
+static int add_hole(struct reader *r, uint64_t len, uint64_t seq)
+{
+    struct pipeline *p = r->p;
+    if (!ring_add_hole(&p->ring, len, seq))
+        return STEP_STOP;
+    sync_lock(&p->lock);
+    p->data_bytes += len;
+    p->hole_bytes += len;
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* The input as it is, by its extents: >0 bytes of data read into dst (at
+ * most cap), or 0 and *hole > 0 for a hole, or 0 and *hole 0 at the end;
+ * -1 with errno. */
+static ssize_t raw_next(struct reader *r, unsigned char *dst, size_t cap, uint64_t *hole)
+{
+    *hole = 0;
+    r->seek_failed = false;
+    if (r->staged && r->staged->pos < r->staged->end)
+        return (ssize_t)stream_take_staged(r->staged, dst, cap);   /* read while sniffing */
+    if (r->extents) {
+        uint64_t data;
+        if (sparse_extents_next(&r->ext, hole, &data)) {
+            r->seek_failed = true;
+            return -1;
+        }
+        if (*hole)
+            return 0;
+        if (data < cap)
+            cap = (size_t)data;
+    }
+    ssize_t n = source_read(r, dst, cap);
+    if (n > 0 && r->extents)
+        sparse_extents_read(&r->ext, (size_t)n);
+    return n;
+}
+
+/* Whether reading the input now would wait (a pipe with nothing in it). */
+static bool input_would_wait(struct reader *r)
+{
+    struct pipeline *p = r->p;
+    if (p->in.regular || (r->staged && r->staged->pos < r->staged->end) ||
+        p->ahead_pos < p->nahead)
+        return false;
+    struct pollfd pfd = {.fd = p->in.fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) <= 0;
+}
+
+/* --sparse: raw_next, with every grain of zeros in the data a hole too.
+ * Holes that follow each other are handed on as one, unless the input
+ * would make the reader wait before the next byte: then what was found
+ * goes on at once, so that a consumer is never kept from zeros that came
+ * before a pause. */
+static ssize_t scan_next(struct reader *r, unsigned char *dst, size_t cap, uint64_t *hole)
+{
+    uint64_t found = 0;   /* zeros and holes found so far */
+    *hole = 0;
+    for (;;) {
+        size_t have = r->scan_end - r->scan_pos;
+        if (have > 0) {
+            bool zero;
+            size_t run = sparse_run(r->scan + r->scan_pos, have, r->at, r->scan_final, &zero);
+            if (run > 0 && zero) {
+                found += run;
+                r->at += run;
+                r->scan_pos += run;
+                continue;
+            }
+            if (run > 0) {
+                if (found) {
+                    *hole = found;   /* the data waits for the next call */
+                    return 0;
+                }
+                size_t take = run < cap ? run : cap;
+                memcpy(dst, r->scan + r->scan_pos, take);
+                r->scan_pos += take;
+                r->at += take;
+                return (ssize_t)take;
+            }
+        }
+        if (r->scan_final && have == 0) {
+            /* the scanned bytes are all judged: then the hole or the end */
+            r->scan_final = false;
+            found += r->scan_hole;
+            r->at += r->scan_hole;
+            r->scan_hole = 0;
+            if (r->scan_eof) {
+                *hole = found;   /* 0: the end */
+                return 0;
+            }
+            continue;
+        }
+        if (found && input_would_wait(r)) {
+            *hole = found;
+            return 0;
+        }
+        /* read more after what waits to be judged (less than a grain) */
+        memmove(r->scan, r->scan + r->scan_pos, have);
+        r->scan_pos = 0;
+        r->scan_end = have;
+        uint64_t h;
+        ssize_t n = raw_next(r, r->scan + have, SCAN_BUFFER - have, &h);
+        if (n < 0)
+            return -1;
+        if (n > 0) {
+            r->scan_end += (size_t)n;
+        } else {
+            r->scan_final = true;
+            r->scan_hole = h;
+            r->scan_eof = h == 0;
+        }
+    }
+}
+
+/* The next piece of the input: data, a hole or the end (raw_next). */
+static ssize_t input_next(struct reader *r, unsigned char *dst, size_t cap, uint64_t *hole)
+{
+    if (r->p->cfg->sparse)
+        return scan_next(r, dst, cap, hole);
+    ssize_t n = raw_next(r, dst, cap, hole);
+    if (n > 0)
+        r->at += (uint64_t)n;
+    r->at += *hole;
+    return n;
+}
+
+/* Whether bytes wait in the reader's own buffers. */
+static bool input_buffered(const struct reader *r)
+{
+    return r->scan_end > r->scan_pos || r->scan_final;
+}
+
+/* Holes in what is read as it is: a regular file is read by its extents;
+ * --sparse scans through a buffer of its own. */
+static int plan_holes(struct reader *r, struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    if (p->in.regular && p->in.fd >= 0 && sparse_extents_init(&r->ext, p->in.fd) == 0)
+        r->extents = true;
+    if (p->cfg->sparse && !(r->scan = malloc(SCAN_BUFFER)))
+        return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s: --sparse's buffer", p->in.name),
+               STEP_FAIL;
+    return STEP_OK;
+}
+
+/* ---- pass-through --------------------------------------------------------- */
+
+static int pass_through(struct reader *r, struct stream_decoder *d, struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    r->staged = d;
+    uint64_t total = 0;
+    for (;;) {
+        unsigned char *dst;
+        size_t cap;
+        if (!ring_fill_reserve(&p->ring, 1, &dst, &cap))
+            return STEP_STOP;
+        uint64_t hole;
+        ssize_t n = input_next(r, dst, cap, &hole);
+        if (n < 0)
+            return read_failed(r, e);
+        if (n > 0) {
+            fill_publish(p, (size_t)n);
+            total += (uint64_t)n;
+            continue;
+        }
+        if (hole == 0)
+            break;
+        if (add_hole(r, hole, 0) != STEP_OK)
+            return STEP_STOP;
+        total += hole;
+    }
+    /* a file cut while it was read: the copy holds neither what the file
+     * held when it was opened nor what it holds now (one that grew gives
+     * what it held at the end, as cat does) */
+    if (p->sized && total < p->content_size)
+        return error_set(e, p->in.status, "%s: the file changed while weir read it (%llu bytes "
+                         "read, %llu when it was opened)", p->in.name,
+                         (unsigned long long)total, (unsigned long long)p->content_size),
+               STEP_FAIL;
+    return STEP_OK;
+}
+
+/* ---- -z: compress ------------------------------------------------------- */
+
+/* Fill a staging block: until full, end of input, a hole (*hole), or a
+ * pause in the input; what is read is hashed at once, while it is in the
+ * cache, into the LZ4 frame's content checksum when an output writes the
+ * frame.  Returns bytes read, or -1 with errno; *eof at end of input. */
+static ssize_t fill_staging(struct reader *r, unsigned char *buf, bool *eof, uint64_t *hole)
+{
+    struct pipeline *p = r->p;
+    size_t got = 0, unit = p->ring.unit;
+    bool short_read = false;
+    *hole = 0;
+    while (got < unit) {
+        if (short_read && got > 0 && p->ahead_pos >= p->nahead && !input_buffered(r)) {
+            /* the producer paused: do not hold its data back for long */
+            if (p->in.ops->wait(&p->in, POLLIN, IDLE_FLUSH_MS, &p->stop) != 0) {
+                if (errno == ETIMEDOUT)
+                    break;
+                return -1;
+            }
+        }
+        ssize_t n = input_next(r, buf + got, unit - got, hole);
+        if (n < 0)
+            return -1;
+        if (n == 0) {
+            *eof = *hole == 0;
+            break;
+        }
+        if (p->sums & CODEC_SUMS_FRAME)
+            (void)XXH32_update(&r->content, buf + got, (size_t)n);
+        short_read = (size_t)n < unit - got;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+static int compress_input(struct reader *r, struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    /* every output writes its header itself (session_begin, writer_open);
+     * the chain starts from the weir header's bytes */
+    unsigned char hdr[CODEC_HEADER_SIZE];
+    codec_header(hdr, p->piece_max, CODEC_HEADER_COMPRESSED, CODEC_VERSION);
+    sync_lock(&p->lock);
+    p->chain = codec_chain_start(hdr);
+    sync_unlock(&p->lock);
+    (void)XXH32_reset(&r->content, 0);
+    uint64_t total = 0;
+    for (bool eof = false; !eof;) {
+        uint32_t idx;
+        if (!ring_take_block(&p->ring, 1, &idx))
+            return STEP_STOP;
+        uint64_t hole;
+        ssize_t n = fill_staging(r, pool_data(&p->ring.pool, idx), &eof, &hole);
+        sync_lock(&p->lock);
+        if (n <= 0) {
+            ring_return_block_locked(&p->ring, idx);
+        } else {
+            struct job j = {.src = idx, .len = (size_t)n, .blk = {.seq = r->pieces}};
+            r->pieces += codec_pieces((size_t)n, p->piece_max);
+            p->data_bytes += (uint64_t)n;
+            total += (uint64_t)n;
+            job_queue_locked(p, &j);
+        }
+        sync_unlock(&p->lock);
+        if (n < 0)
+            return read_failed(r, e);
+        if (hole) {
+            /* a number in the weir stream, zeros in the LZ4 frame */
+            if (p->sums & CODEC_SUMS_FRAME)
+                for (uint64_t left = hole; left > 0;) {
+                    size_t k = left < SPARSE_ZEROS_SIZE ? (size_t)left : SPARSE_ZEROS_SIZE;
+                    (void)XXH32_update(&r->content, sparse_zeros(), k);
+                    left -= k;
+                }
+            if (add_hole(r, hole, r->pieces++) != STEP_OK)
+                return STEP_STOP;
+            total += hole;
+        }
+    }
+    /* the frame's header declared the size: it must be true */
+    if (p->sized && total != p->content_size)
+        return error_set(e, p->in.status, "%s: the file changed while weir read it (%llu bytes "
+                         "read, %llu when it was opened)", p->in.name,
+                         (unsigned long long)total, (unsigned long long)p->content_size),
+               STEP_FAIL;
+    return STEP_OK;
+}
+
+/* The end of the data (codec_end): the weir trailer needs every piece's
+ * checksum, so it waits for the workers; the LZ4 frame's end carries the
+ * content checksum.  It is added only once the input closed cleanly (a
+ * producer exited 0). */
+static int compress_end(struct reader *r)
+{
+    struct pipeline *p = r->p;
+    uint32_t idx;
+    if (!ring_take_block(&p->ring, 0, &idx))
+        return STEP_STOP;
+    sync_lock(&p->lock);
+    if (!ring_wait_settled_locked(&p->ring)) {
+        ring_return_block_locked(&p->ring, idx);
+        sync_unlock(&p->lock);
+        return STEP_STOP;
+    }
+    codec_end(pool_data(&p->ring.pool, idx), p->chain_total, r->pieces, p->chain,
+              XXH32_digest(&r->content));
+    ring_add_locked(&p->ring, idx, CODEC_END_SIZE);
+    /* in the same breath: a writer must know the end is the last slot
+     * when it takes it (ring_last_locked) */
+    ring_finish_locked(&p->ring);
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* ---- decoding: the sink of decode.c ---------------------------------------- */
+
+static int sink_start(void *ctx, size_t block, struct weir_error *e)
+{
+    struct reader *r = ctx;
+    return pipeline_carve(r->p, block, e) ? STEP_FAIL : STEP_OK;
+}
+
+static int stored_block(struct reader *r, struct stream_decoder *d, struct stream_block *b,
+                        struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    unsigned char *dst;
+    size_t cap;
+    if (!ring_fill_reserve(&p->ring, b->wire_len, &dst, &cap))
+        return STEP_STOP;
+    if (stream_payload(d, dst, b->wire_len, e) || stream_block_end(d, b, e))
+        return decode_failed(r, e);
+    if (stream_verify_block(b, dst, dst, (long)b->wire_len, p->in.name, e))
+        return STEP_FAIL;
+    fill_publish(p, b->wire_len);
+    return STEP_OK;
+}
+
+static int compressed_block(struct reader *r, struct stream_decoder *d,
+                            struct stream_block *b, struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    sync_lock(&p->lock);
+    ring_seal_locked(&p->ring);
+    sync_unlock(&p->lock);
+    uint32_t idx;
+    if (!ring_take_block(&p->ring, 1, &idx))
+        return STEP_STOP;
+    if (stream_payload(d, pool_data(&p->ring.pool, idx), b->wire_len, e) ||
+        stream_block_end(d, b, e)) {
+        sync_lock(&p->lock);
+        ring_return_block_locked(&p->ring, idx);
+        sync_unlock(&p->lock);
+        return decode_failed(r, e);
+    }
+    sync_lock(&p->lock);
+    struct job j = {.src = idx, .len = b->wire_len, .blk = *b};
+    job_queue_locked(p, &j);
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* A block that may be larger than the buffer's blocks, which were sized to
+ * the first stream or frame of the input: a later one may declare larger
+ * blocks.  It is decoded and verified here, then published in pieces. */
+static int oversize_block(struct reader *r, struct stream_decoder *d, struct stream_block *b,
+                          struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    /* the largest blocks of any input: a legacy LZ4 block */
+    if (!r->big_in)
+        r->big_in = malloc(CODEC_LEGACY_WIRE_MAX);
+    if (!r->big_out)
+        r->big_out = malloc(CODEC_LEGACY_BLOCK);
+    if (!r->big_in || !r->big_out)
+        return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s: a block larger than the buffer's",
+                         p->in.name), STEP_FAIL;
+    if (stream_payload(d, r->big_in, b->wire_len, e) || stream_block_end(d, b, e))
+        return decode_failed(r, e);
+    size_t cap = b->lz4 ? b->raw_max : d->block_max;
+    long n = codec_decode_block(r->big_in, b->wire_len, b->stored, r->big_out, cap);
+    if (stream_verify_block(b, r->big_in, r->big_out, n, p->in.name, e))
+        return STEP_FAIL;
+    for (size_t off = 0; off < (size_t)n;) {
+        unsigned char *dst;
+        size_t room;
+        if (!ring_fill_reserve(&p->ring, 1, &dst, &room))
+            return STEP_STOP;
+        size_t take = (size_t)n - off < room ? (size_t)n - off : room;
+        memcpy(dst, r->big_out + off, take);
+        fill_publish(p, take);
+        off += take;
+    }
+    return STEP_OK;
+}
+
+static int sink_block(void *ctx, struct stream_decoder *d, struct stream_block *b,
+                      struct weir_error *e)
+{
+    struct reader *r = ctx;
+    uint64_t raw_max = b->lz4 ? b->raw_max : d->block_max;
+    if (raw_max > r->p->ring.unit || b->wire_len > r->p->ring.unit)
+        return oversize_block(r, d, b, e);
+    return b->stored ? stored_block(r, d, b, e) : compressed_block(r, d, b, e);
+}
+
+/* A frame without a block checksum and without a content checksum can be
+ * checked only for its structure and that its blocks decode, as legacy data
+ * can: the user hears so once. */
+static void tell_unsummed(struct reader *r, const struct stream_decoder *d)
+{
+    if (d->frame.block_sums || d->frame.content_sum || r->unsummed_told)
+        return;
+    r->unsummed_told = true;
+    log_msg(r->p->log, LOG_WARN, "%s: LZ4 frame at byte %llu has no checksums; it cannot be "
+            "verified", r->p->in.name, (unsigned long long)d->frame.start);
+}
+
+/* A frame to split starts: its content is checked from the next slot on. */
+static int sink_frame_start(void *ctx, struct stream_decoder *d, struct weir_error *e)
+{
+    struct pipeline *p = ((struct reader *)ctx)->p;
+    (void)e;
+    tell_unsummed(ctx, d);
+    sync_lock(&p->lock);
+    ring_seal_locked(&p->ring);
+    p->content_cur.seq = p->ring.head;
+    p->content_cur.off = 0;
+    p->content_cur.live = true;
+    stream_content_begin(&p->content, &d->frame);
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* The frame ended: wait until all of it is decoded and hashed, then judge. */
+static int sink_frame_end(void *ctx, struct stream_decoder *d, struct weir_error *e)
+{
+    struct pipeline *p = ((struct reader *)ctx)->p;
+    struct ring *ring = &p->ring;
+    sync_lock(&p->lock);
+    ring_seal_locked(ring);
+    for (;;) {
+        if (atomic_load(&p->stop)) {
+            sync_unlock(&p->lock);   /* the cursor keeps holding what it reads */
+            return STEP_STOP;
+        }
+        content_catch_up_locked(p);
+        if (!p->content_busy && p->content_cur.seq == ring->head)
+            break;
+        sync_wait(&ring->space_cv, &p->lock);
+    }
+    p->content_cur.live = false;
+    ring_release_locked(ring);
+    sync_unlock(&p->lock);
+    return stream_content_end(&p->content, &d->frame, p->in.name, e) ? STEP_FAIL : STEP_OK;
+}
+
+/* A legacy LZ4 stream begins: its blocks decode like a frame's, but it
+ * has no checksums, which the user hears once. */
+static int sink_legacy(void *ctx, struct stream_decoder *d, struct weir_error *e)
+{
+    struct reader *r = ctx;
+    (void)d, (void)e;
+    if (!r->legacy_told)
+        log_msg(r->p->log, LOG_WARN, "%s: legacy LZ4 data has no checksums; it cannot be "
+                "verified", r->p->in.name);
+    r->legacy_told = true;
+    return STEP_OK;
+}
+
+/* A frame of linked blocks, decoded in order. */
+static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *e)
+{
+    struct reader *r = ctx;
+    tell_unsummed(r, d);
+    for (;;) {
+        unsigned char *dst;
+        size_t cap, n;
+        if (!ring_fill_reserve(&r->p->ring, 1, &dst, &cap))
+            return STEP_STOP;
+        if (stream_lz4_read(d, dst, cap, &n, e))
+            return decode_failed(r, e);
+        if (n > 0)
+            fill_publish(r->p, n);
+        if (!d->lz4_linked)
+            return STEP_OK;
+    }
+}
+
+/* A hole record of the stream. */
+static int sink_hole(void *ctx, uint64_t len, struct weir_error *e)
+{
+    (void)e;
+    return add_hole(ctx, len, 0);
+}
+
+/* Look at the input and run the matching loop. */
+static int read_input(struct reader *r, struct weir_error *e)
+{
+    struct pipeline *p = r->p;
+    const struct weir_config *c = p->cfg;
+    if ((p->encode || !p->may_decode || p->in_plain) && plan_holes(r, e) != STEP_OK)
+        return STEP_FAIL;
+    if (p->encode)
+        return compress_input(r, e);
+    if (!p->may_decode)
+        return pass_through(r, NULL, e);
+    if (p->in_plain)   /* admitted as plain bytes: taken as they are, never decoded */
+        return pipeline_carve(p, (size_t)c->block, e) ? STEP_FAIL : pass_through(r, NULL, e);
+    struct stream_decoder d;
+    struct stream_source src = {.read = source_read, .settle = source_settle, .ctx = r,
+                                .error_status = p->in.status, .name = p->in.name,
+                                .sealed = p->in.sealed != NULL,
+                                /* the trailer ends it: a sender that will say
+                                 * it read the answer keeps its direction open */
+                                .one_stream = p->cfg->channel_trusted || p->answer_word};
+    if (stream_init(&d, &src, e))
+        return STEP_FAIL;
+    p->decoder = &d;
+    int rc = STEP_OK;
+    if (stream_sniff(&d, c->decode, !c->decode, e))
+        rc = decode_failed(r, e);
+    if (rc == STEP_OK && d.kind != STREAM_RAW) {
+        sync_lock(&p->lock);
+        p->decoding = true;
+        /* a weir sender over TCP gets keepalives and an answer from main */
+        p->answer_sender = d.kind == STREAM_WEIR && p->in.is_socket;
+        sync_unlock(&p->lock);
+        struct decode_sink sink = {.ctx = r, .start = sink_start, .block = sink_block,
+                                   .frame_start = sink_frame_start,
+                                   .frame_end = sink_frame_end, .linked = sink_linked,
+                                   .legacy = sink_legacy, .hole = sink_hole};
+        rc = decode_stream(&d, &sink, e);
+        if (rc == STEP_FAIL)
+            rc = decode_failed(r, e);
+        if (rc == STEP_OK && d.kind == STREAM_WEIR) {
+            sync_lock(&p->lock);
+            p->stream_chain = d.chain;   /* the answer vouches for this stream */
+            p->stream_whole = true;
+            sync_unlock(&p->lock);
+        }
+    } else if (rc == STEP_OK) {
+        if (p->in.is_socket)
+            log_msg(p->log, LOG_INFO, "%s: plain bytes, not a weir stream: its end cannot be "
+                    "verified", p->in.name);
+        rc = pipeline_carve(p, (size_t)c->block, e) || plan_holes(r, e) ? STEP_FAIL
+                                                                          : pass_through(r, &d, e);
+    }
+    p->decoder = NULL;
+    stream_free(&d);
+    return rc;
+}
+
+/* The listener's settings for this engine; resume_token: waiting for the
+ * sender of the session under way to come back, for window seconds. */
+static void listener_settings(struct pipeline *p, struct listener_config *cfg,
+                              const unsigned char *resume_token, double window)
+{
+    const struct tcp_settings *s = &p->cfg->tcp;
+    *cfg = (struct listener_config){.raw = s->raw, .plain_too = p->cfg->listen_plain_too,
+                                    .accept_timeout = resume_token ? window : s->accept_timeout,
+                                    .io_timeout = s->io_timeout,
+                                    .handshake_timeout = LISTENER_HANDSHAKE_SECS,
+                                    .tls = p->tls_server,
+                                    .epoch_records = p->cfg->epoch_records,
+                                    .channel_fd = resume_token ? -1 : p->channel_fd,
+                                    .channel_trusted = p->cfg->channel_trusted,
+                                    .channel_name = p->cfg->channel_name,
+                                    .allow_link_test = p->cfg->allow_link_test,
+                                    .tests = linktest_server_service(),
+                                    .resume = p->cfg->reconnect > 0,
+                                    .resume_token = resume_token,
+                                    .resume_identity = resume_token && p->tls_server
+                                                           ? p->identity : NULL,
+                                    .redials = p->cfg->input_redial != NULL};
+    if (s->io_timeout > 0 && s->io_timeout < cfg->handshake_timeout)
+        cfg->handshake_timeout = s->io_timeout;
+}
+
+/* A new connection became the input (t): from its admission on, its
+ * bytes count for snapshots, and the main thread's records go to it.  A
+ * sender taken back (resumed) is told first, under the same lock, how much
+ * of the stream this end holds: it reads that before anything else, so no
+ * keepalive of the main thread's may go ahead of it. */
+static void take_connection(struct pipeline *p, struct transport *t, bool resumed)
+{
+    atomic_store(&p->net_in, t->wire_before);
+    t->wire_rx = &p->net_in;
+    sync_lock(&p->lock);
+    p->in = *t;   /* the main thread reads in.fd only once answer_sender is set */
+    session_in_init(&p->back, &p->in);
+    uint64_t held = atomic_load(&p->held);
+    if (resumed && session_confirm(&p->back, held))   /* a new socket has room */
+        p->confirmed = held;
+    sync_unlock(&p->lock);
+}
+
+/* Admit the first sender that proves itself (listener.c).  One that may
+ * resume is told the session's token: a random 128-bit name that only it
+ * (and, without a key, whoever reads the connection) learns. */
+static int admit_sender(struct pipeline *p, struct weir_error *e)
+{
+    struct listener_config cfg;
+    listener_settings(p, &cfg, NULL, 0);
+    struct transport t;
+    struct listener_peer peer;
+    p->channel_fd = -1;   /* the admission's now: it closes it, or it becomes the input */
+    if (listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead, &peer,
+                       e))
+        return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;
+    p->in_plain = peer.plain;
+    /* only a session that may resume can give an answer lost on the way
+     * again, so only there does the sender's word count (writer.c, says_read) */
+    p->answer_word = (peer.features & CODEC_FEATURE_ANSWER_READ) && peer.listening;
+    snprintf(p->identity, sizeof p->identity, "%s", peer.identity);
+    take_connection(p, &t, false);
+    if (!peer.listening)
+        return STEP_OK;
+    if (RAND_bytes(p->token, sizeof p->token) != 1)
+        return error_set(e, WEIR_EXIT_INTERNAL, "%s: no random bytes for the session's name",
+                         p->in.name), STEP_FAIL;
+    if (session_name(&p->back, p->token) != 0)
+        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", p->in.name), STEP_FAIL;
+    p->confirm_every = (peer.features & CODEC_FEATURE_REREAD) ? CODEC_CONFIRM_REREAD_BYTES
+                                                               : CODEC_CONFIRM_BYTES;
+    sync_lock(&p->lock);
+    p->resumable = true;
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* A broken input connection goes (reset, so that its sender knows); the
+ * main thread's records wait for the next one.  since: the gap's start, or
+ * 0 when no gap is counted. */
+static void let_go_input(struct pipeline *p, double since)
+{
+    sync_lock(&p->lock);
+    struct transport old = p->in;
+    transport_none(&p->in);
+    session_in_init(&p->back, &p->in);
+    if (since > 0)
+        p->gap_since = since;
+    sync_unlock(&p->lock);
+    struct weir_error ignored;
+    old.ops->abort(&old);
+    transport_close(&old, false, NULL, &ignored);
+}
+
+/* A receiver that dialled its connection dials again (input_redial), until
+ * deadline, and admits what it reaches as its listener would (the sender
+ * proves itself with the session's token): 0, or -1 with errno
+ * (ECONNREFUSED: the sender is gone; ECANCELED: stopping). */
+static int redial_sender(struct pipeline *p, struct listener_config *cfg, double deadline,
+                         atomic_bool *stop, struct transport *t, struct listener_peer *peer,
+                         struct weir_error *e)
+{
+    double backoff = 0.05;
+    char last[WEIR_ERROR_MAX] = "";
+    for (;;) {
+        double left = deadline - clock_now();
+        if (atomic_load(stop)) {
+            error_set(e, WEIR_EXIT_NETWORK, "stopped while dialling the sender again");
+            errno = ECANCELED;
+            return -1;
+        }
+        if (left <= 0) {
+            error_set(e, WEIR_EXIT_NETWORK, "%s", last[0] ? last : "no connection");
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        int fd;
+        struct weir_error dial;
+        dial.msg[0] = '\0';
+        double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
+        if (p->cfg->input_redial(p->cfg->input_redial_ctx, limit, stop, &fd, &dial) == 0) {
+            cfg->channel_fd = fd;   /* the admission's: it closes it, or it becomes the input */
+            cfg->accept_timeout = limit;
+            if (listener_admit(&p->listener, cfg, stop, p->log, t, p->ahead, &p->nahead,
+                               peer, &dial) == 0)
+                return 0;
+            if (errno == ECANCELED && atomic_load(stop)) {
+                *e = dial;
+                return -1;
+            }
+        } else if (errno == ECANCELED || errno == ECONNREFUSED) {
+            *e = dial;
+            return -1;
+        }
+        snprintf(last, sizeof last, "%s", dial.msg);
+        double pause = backoff < deadline - clock_now() ? backoff : deadline - clock_now();
+        for (double until = clock_now() + pause; clock_now() < until && !atomic_load(stop);) {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        backoff = backoff * 2 > 1.0 ? 1.0 : backoff * 2;
+    }
+}
+
+/* Let the broken connection go and take the session's sender back: on
+ * the listening socket (refusing any other, listener.c) for up to window
+ * seconds, or by dialling it again.  stop ends the wait early; the dialling
+ * follows the engine's own.  0 with the new connection as the input and
+ * the sender told how much of the stream this end holds (where it resumes),
+ * or -1 with errno and e. */
+static int readmit(struct pipeline *p, double since, double window, atomic_bool *stop,
+                   struct weir_error *e)
+{
+    let_go_input(p, since);
+    struct listener_config cfg;
+    listener_settings(p, &cfg, p->token, window);
+    struct transport t;
+    struct listener_peer peer;
+    p->nahead = p->ahead_pos = 0;
+    double start = since > 0 ? since : clock_now();
+    int rc = p->cfg->input_redial
+                 ? redial_sender(p, &cfg, start + window, stop, &t, &peer, e)
+                 : listener_admit(&p->listener, &cfg, stop, p->log, &t, p->ahead, &p->nahead,
+                                  &peer, e);
+    if (rc == 0)
+        take_connection(p, &t, true);
+    return rc;
+}
+
+/* The connection of a session that may resume broke (cause): close it,
+ * keep everything else as it is, and wait up to --reconnect for its sender
+ * on the listening socket, refusing any other (listener.c).  Once it is
+ * back, tell it how much of the stream this end holds: it sends the rest
+ * from there.  0, or -1 (r->gone says why, or the engine is stopping). */
+static int resume_input(struct reader *r, const char *cause)
+{
+    struct pipeline *p = r->p;
+    double window = p->cfg->reconnect, since = clock_now();
+    char name[sizeof p->in.name];
+    snprintf(name, sizeof name, "%s", p->in.name);
+    log_msg(p->log, LOG_WARN, "%s: the connection broke (%s); waiting up to %g s for the "
+            "sender to come back", name, cause, window);
+    struct weir_error e;
+    int rc = readmit(p, since, window, &p->stop, &e);
+    sync_lock(&p->lock);
+    p->gap_secs += clock_now() - since;
+    p->gap_since = 0;
+    sync_unlock(&p->lock);
+    if (rc != 0) {
+        if (errno == ECANCELED && atomic_load(&p->stop))
+            return -1;
+        if (errno == ECONNREFUSED)
+            error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                      "sender refuses a new one: it is gone (%s)", name, cause, e.msg);
+        else if (errno == ETIMEDOUT)
+            error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the sender did not come back within "
+                      "%g s (the connection broke: %s)", name, window, cause);
+        else
+            error_set(&r->gone, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and "
+                      "waiting for the sender to come back failed: %s", name, cause, e.msg);
+        errno = EPIPE;
+        return -1;
+    }
+    uint64_t held = atomic_load(&p->held);
+    sync_lock(&p->lock);
+    p->reconnections++;
+    sync_unlock(&p->lock);
+    log_msg(p->log, LOG_WARN, "%s: the sender is back after %.1f s; resuming at byte %llu of "
+            "the stream", p->in.name, clock_now() - since, (unsigned long long)held);
+    return 0;
+}
+
+#define ANSWER_READ_MS 5000     /* for the sender's host to acknowledge the answer */
+#define ANSWER_HOME_SECS 30.0   /* for it to come back for the answer, at most */
+
+/* How long a sender has to come back for its answer (or to say it read it). */
+static double answer_window(const struct pipeline *p)
+{
+    return p->cfg->reconnect < ANSWER_HOME_SECS ? p->cfg->reconnect : ANSWER_HOME_SECS;
+}
+
+/* Whether this answer is home only on the sender's word: a success of a
+ * whole stream, to a sender that will say it read it.  A failure keeps the
+ * host's acknowledgement: a sender that rejects an answer says nothing, and
+ * one that lost a failure fails all the same. */
+static bool waits_for_word(const struct pipeline *p)
+{
+    return p->answer_word && p->stream_whole && !p->failed;
+}
+
+/* What an answer waits for after it went (session.h): such a sender gets
+ * one window from the first answer, on its connection and, through a knock
+ * on the kept port, on the one it comes back on.  NULL: the plain drain. */
+static const struct answer_wait *answer_wait(struct pipeline *p, struct answer_wait *w)
+{
+    if (!waits_for_word(p))
+        return NULL;
+    if (p->answer_until == 0)
+        p->answer_until = clock_now() + answer_window(p);
+    w->knock_fd = p->answer_home ? p->listener.fd : -1;
+    w->until = p->answer_until;
+    return w;
+}
+
+bool reader_answer(struct pipeline *p, int code, const char *msg, atomic_bool *halt)
+{
+    struct answer_wait w;
+    return session_answer(&p->back, code, p->data_bytes, p->stream_chain, msg,
+                          answer_wait(p, &w), halt) == 0;
+}
+
+/* The connection broke once the whole stream was in, and the outputs (a
+ * consumer committing it) may take longer than the sender's --reconnect:
+ * take the sender back now, on the reader's thread, with the ring already
+ * finished, so that it is greeted, told the whole stream is held, and kept
+ * informed by the keepalives until the answer.  A sender that does not
+ * come back gets no answer: the outputs are whole all the same. */
+static void take_back_for_answer(struct pipeline *p)
+{
+    double window = answer_window(p);
+    char name[sizeof p->in.name];
+    snprintf(name, sizeof name, "%s", p->in.name);
+    log_msg(p->log, LOG_WARN, "%s: the connection broke after the whole stream arrived; "
+            "waiting up to %g s for the sender to come back for the answer", name, window);
+    struct weir_error e;
+    if (readmit(p, 0, window, &p->stop, &e) != 0) {
+        if (!atomic_load(&p->stop))
+            log_msg(p->log, LOG_WARN, "%s: the sender did not come back for the answer (%s)",
+                    p->listener.addr, e.msg);
+        sync_lock(&p->lock);
+        p->answer_home = false;
+        sync_unlock(&p->lock);
+        tcp_listener_close(&p->listener);
+        OPENSSL_cleanse(p->token, sizeof p->token);
+        return;
+    }
+    /* it was told everything is held: it resends nothing and waits for the answer */
+    log_msg(p->log, LOG_WARN, "%s: the sender came back; it has the answer once the outputs "
+            "are done", p->in.name);
+}
+
+/* Whether the answer just sent reached the sender.  A sender that offered
+ * CODEC_FEATURE_ANSWER_READ says so itself ('D', read by session_answer's
+ * drain): nothing else counts, since a relay between the two acknowledges
+ * the answer for it and may still lose it.  For an older sender: every
+ * byte this end wrote on the connection, the answer last, acknowledged by
+ * the sender's TCP within ANSWER_READ_MS; its end of file proves nothing
+ * (it half-closed after its trailer, long before the answer).  A
+ * connection that is not a socket (a relay) is taken as delivered once
+ * its other end closes.  halt ends the wait. */
+static bool answer_delivered(struct pipeline *p, atomic_bool *halt)
+{
+    if (waits_for_word(p))
+        return p->back.answer_read;
+    char b[64];
+    if (!p->in.is_socket)
+        return p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, halt) >= 0;
+    long pause_ns = 500 * 1000L;   /* a loopback's acknowledgement takes microseconds */
+    for (double until = clock_now() + ANSWER_READ_MS / 1000.0; !atomic_load(halt);) {
+        int err = 0, queued = -1;
+        socklen_t len = sizeof err;
+        /* all but the end of this direction (session_answer shut it
+         * down: its FIN takes one sequence number): a sender that closed
+         * once it had the answer resets that FIN instead of acknowledging
+         * it, and a reset after the acknowledgement changes nothing */
+        if (ioctl(p->in.fd, SIOCOUTQ, &queued) == 0 && queued <= 1)
+            return true;
+        if (getsockopt(p->in.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
+            return false;   /* reset: what was unacknowledged is lost */
+        if (clock_now() >= until)
+            return false;
+        struct timespec ts = {0, pause_ns};
+        nanosleep(&ts, NULL);
+        pause_ns = pause_ns * 2 > 20 * 1000000L ? 20 * 1000000L : pause_ns * 2;
+    }
+    return false;
+}
+
+void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg,
+                        atomic_bool *halt)
+{
+    if (!p->answer_home)
+        return;
+    p->answer_home = false;
+    /* only an answer the sender can still want: success, or this end's
+     * outputs failing; not a stop (a signal here, the sender's abort, its
+     * weir gone) */
+    if (p->failed && p->first.status != WEIR_EXIT_OUTPUT)
+        goto done;
+    double window = answer_window(p);
+    double deadline = p->answer_until;   /* a sender's word: one window from the answer */
+    bool back = false;   /* a connection it came back on */
+    while (!(sent && answer_delivered(p, halt)) && !atomic_load(halt)) {
+        /* a break, or silence: the answer may be lost on the way.  The
+         * sender comes back for it; each of its connections is given it
+         * again, within one window from the first break */
+        if (deadline == 0)
+            deadline = clock_now() + window;
+        double left = deadline - clock_now();
+        log_msg(p->log, LOG_WARN, "%s: %s; waiting up to %.3g s for it to come back for it",
+                p->in.name, !sent ? "the connection broke before the sender had the answer"
+                            : waits_for_word(p) ? "the sender has not said that it read the answer"
+                                             : "the answer was not acknowledged within 5 s, and "
+                                               "may not have reached the sender",
+                left > 0 ? left : 0);
+        struct weir_error e;
+        /* the engine's stop is set by now: this has its own bound, and halt */
+        if (left <= 0 || readmit(p, 0, left, halt, &e) != 0) {
+            if (!atomic_load(halt))
+                log_msg(p->log, LOG_WARN, "%s: the sender did not come back for the answer "
+                        "(%s)", p->listener.addr, left <= 0 ? "no time left" : e.msg);
+            goto done;
+        }
+        /* it was told everything is held: it resends nothing and waits for this */
+        sync_lock(&p->lock);
+        sent = reader_answer(p, code, msg, halt);
+        sync_unlock(&p->lock);
+        back = true;
+    }
+    if (back && !atomic_load(halt))
+        log_msg(p->log, LOG_WARN, "%s: the sender came back for the answer", p->in.name);
+done:
+    tcp_listener_close(&p->listener);
+    OPENSSL_cleanse(p->token, sizeof p->token);
+}
+
+/* Whether every output has finished (its thread ended). */
+static bool outputs_done(struct pipeline *p)
+{
+    sync_lock(&p->lock);
+    bool done = true;
+    for (int i = 0; i < p->nout; i++)
+        done &= !p->out[i].running;
+    sync_unlock(&p->lock);
+    return done;
+}
+
+/* A sender that will say it read the answer keeps its connection open
+ * after the trailer and sends nothing until the answer.  While the outputs
+ * finish (a consumer committing), the reader watches that connection, so
+ * that a break then (a reset, an end) takes the sender back at once, as a
+ * break in the stream would, not when the answer finds it gone (a sender
+ * whose --reconnect is shorter than the drain would be gone by then). */
+static void watch_after_trailer(struct reader *r)
+{
+    struct pipeline *p = r->p;
+    while (!atomic_load(&p->stop) && !outputs_done(p)) {
+        struct pollfd pf = {.fd = p->in.fd, .events = POLLIN};
+        int n = poll(&pf, 1, 100);
+        if (n < 0 && errno != EINTR)
+            return;
+        if (n <= 0)
+            continue;
+        char c;
+        ssize_t k = recv(p->in.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (k > 0)
+            return;   /* bytes (a trailer sent again): the answer's drain reads them */
+        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            r->broke_whole = true;   /* the sender comes back for its answer */
+            return;
+        }
+    }
+}
+
+/* The input ended or failed: close it (a producer is waited for, so its
+ * exit status counts before the stream is declared complete), unless a
+ * weir sender still needs its answer from the main thread. */
+static int close_input(struct pipeline *p, int rc, struct weir_error *e)
+{
+    sync_lock(&p->lock);
+    bool keep = p->answer_sender;
+    sync_unlock(&p->lock);
+    if (keep)
+        return rc;
+    struct weir_error why;
+    bool ok = rc == STEP_OK && !atomic_load(&p->stop);
+    if (transport_close(&p->in, ok, &p->stop, &why) != 0 && rc == STEP_OK) {
+        if (atomic_load(&p->stop))
+            return STEP_STOP;
+        *e = why;
+        return STEP_FAIL;
+    }
+    return rc;
+}
+
+void *reader_main(void *arg)
+{
+    struct pipeline *p = arg;
+    struct weir_error e;
+    thread_unblock_wake();
+    struct reader r = {.p = p};
+    int rc = p->cfg->input == WEIR_IN_LISTEN ? admit_sender(p, &e) : STEP_OK;
+    if (rc == STEP_OK) {
+        sync_lock(&p->lock);
+        ring_start_locked(&p->ring);
+        sync_unlock(&p->lock);
+        r.timeout_ms = io_timeout_ms(p, &p->in);
+        rc = read_input(&r, &e);
+    }
+    free(r.big_in);
+    free(r.big_out);
+    free(r.scan);
+    sync_lock(&p->lock);
+    bool resumable = p->resumable;
+    p->resumable = false;   /* the stream is over: nothing more to confirm or resume */
+    /* whole: its sender may still have to come back for the answer */
+    p->answer_home = resumable && rc == STEP_OK && p->stream_whole &&
+                     (p->listener.fd >= 0 || p->cfg->input_redial);
+    bool home = p->answer_home;
+    sync_unlock(&p->lock);
+    if (resumable && !home) {
+        tcp_listener_close(&p->listener);
+        OPENSSL_cleanse(p->token, sizeof p->token);
+    }
+    rc = close_input(p, rc, &e);
+    if (rc == STEP_OK && p->encode)
+        rc = compress_end(&r);
+    if (rc == STEP_FAIL)
+        pipeline_fail(p, &e);
+    sync_lock(&p->lock);
+    ring_finish_locked(&p->ring);
+    p->jobs_done = true;
+    sync_broadcast(&p->job_cv);
+    sync_unlock(&p->lock);
+    if (home && p->answer_word && rc == STEP_OK && !r.broke_whole)
+        watch_after_trailer(&r);
+    if (home && r.broke_whole && rc == STEP_OK)
+        take_back_for_answer(p);
+    thread_done(p, &p->reader_running);
+    return NULL;
+}
