@@ -290,12 +290,9 @@ struct pipeline {
     struct tls_context *tls_server;   /* for -I */
 };
 
-/* pipeline.c: shared operations */
+/* shared.c: what every thread does to the shared state */
 void pipeline_fail(struct pipeline *p, const struct weir_error *e);
 void stop_locked(struct pipeline *p);
-/* Give a decoding engine's buffer blocks of `block` bytes, once: the reader
- * calls it when the stream says how large its blocks are. */
-int pipeline_carve(struct pipeline *p, size_t block, struct weir_error *err);
 /* Hash the present data of a split LZ4 frame in order, up to the ring's
  * ready slot.  Any thread that makes data present calls it; one hashes at a
  * time (the others return at once) and it drops the lock while hashing. */
@@ -305,6 +302,18 @@ void thread_done(struct pipeline *p, bool *running_flag);
 void thread_unblock_wake(void);
 /* --timeout in milliseconds for a transport that can stall (a socket). */
 int io_timeout_ms(const struct pipeline *p, const struct transport *t);
+
+/* geometry.c: the buffer's blocks.  Give a decoding engine's buffer blocks
+ * of `block` bytes, once: the reader calls it when the stream says how
+ * large its blocks are. */
+int pipeline_carve(struct pipeline *p, size_t block, struct weir_error *err);
+/* At creation (pipeline.c): the blocks and the job queue, the content size
+ * a split LZ4 frame needs, which outputs re-read the input; and, lock held,
+ * the readahead a file input may ask for. */
+int plan_buffer(struct pipeline *p, struct weir_error *err);
+int plan_content_size(struct pipeline *p, struct weir_error *err);
+void plan_reread(struct pipeline *p);
+void plan_readahead_locked(struct pipeline *p);
 
 /* reader.c, writer.c, worker.c: thread bodies */
 void *reader_main(void *arg);
