@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "os/os.h"
+
 static void sync_die(int err, const char *what, const char *file, int line)
 {
     fprintf(stderr, "weir: internal error: %s failed at %s:%d: %s\n",
@@ -25,7 +27,7 @@ void sync_cond_init_at(pthread_cond_t *c, const char *file, int line)
     pthread_condattr_t attr;
     int err = pthread_condattr_init(&attr);
     if (!err)
-        err = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        err = os_cond_monotonic(&attr);
     if (!err)
         err = pthread_cond_init(c, &attr);
     if (err)

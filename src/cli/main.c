@@ -22,6 +22,7 @@
 #include "cli/report.h"
 #include "crypto/keyfile.h"
 #include "options/options.h"
+#include "os/os.h"
 #include "remote/remote.h"
 #include "weir/error.h"
 #include "weir/log.h"
@@ -335,7 +336,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "weir: PID is %ld\n", (long)getpid());
     /* -L: the buffer's pages are locked as they are first used, so that
      * -m stays a bound rather than an allocation */
-    if (opts.lock_memory && mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
+    if (opts.lock_memory && os_lock_memory() != 0) {
         fprintf(stderr, "weir: -L: cannot lock the buffer in memory: %s (RLIMIT_MEMLOCK, "
                 "or CAP_IPC_LOCK)\n", strerror(errno));
         return WEIR_EXIT_INTERNAL;

@@ -5,11 +5,12 @@
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
+
+#include "os/os.h"
 
 int secret_protect(void)
 {
-    return prctl(PR_SET_DUMPABLE, 0) == 0 ? 0 : -1;
+    return os_undumpable();
 }
 
 void *secret_alloc(size_t n)
@@ -19,7 +20,7 @@ void *secret_alloc(size_t n)
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    (void)madvise(p, n, MADV_DONTDUMP);
+    os_no_core(p, n);
     (void)mlock(p, n);   /* a hint: RLIMIT_MEMLOCK may refuse it */
     return p;
 }

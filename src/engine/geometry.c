@@ -14,6 +14,7 @@
 
 #include "base/sync.h"
 #include "engine/pipeline_int.h"
+#include "os/os.h"
 
 /* ---- the buffer's geometry ----------------------------------------------- */
 
@@ -181,9 +182,7 @@ void plan_reread(struct pipeline *p)
     if (!network || !p->in.regular || p->encode || p->may_decode || !(c->reconnect > 0))
         return;
     off_t at = lseek(p->in.fd, 0, SEEK_CUR);
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", p->in.fd);
-    int fd = at < 0 ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = at < 0 ? -1 : os_reopen(p->in.fd, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return;
     struct stat a, b;

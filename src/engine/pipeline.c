@@ -129,6 +129,7 @@
 #include "base/sync.h"
 #include "crypto/secret.h"
 #include "engine/pipeline_int.h"
+#include "os/os.h"
 
 #define KICK_INTERVAL 0.1
 #define TRIM_INTERVAL 0.5     /* how often cold free blocks give their pages back */
@@ -926,10 +927,8 @@ static void main_loop(struct pipeline *p, const struct weir_observer *obs)
         }
         if (wait < 0.001)
             wait = 0.001;
-        struct timespec ts = {.tv_sec = (time_t)wait,
-                              .tv_nsec = (long)((wait - (double)(time_t)wait) * 1e9)};
         siginfo_t si;
-        int sig = sigtimedwait(&set, &si, &ts);
+        int sig = os_wait_signal(&set, &si, wait);
         if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
             interrupt(p, &si);
         else if (sig == SIGUSR1)
@@ -976,8 +975,7 @@ static void answer_sender(struct pipeline *p)
         sigemptyset(&one);
         sigaddset(&one, sig);
         siginfo_t si;
-        struct timespec now = {0, 0};
-        if (sigtimedwait(&one, &si, &now) == sig)
+        if (os_wait_signal(&one, &si, 0) == sig)
             interrupt(p, &si);
     }
 }

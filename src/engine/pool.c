@@ -1,5 +1,6 @@
 /* pool.c - see pool.h. */
 #include "engine/pool.h"
+#include "os/os.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -24,10 +25,9 @@ size_t pool_stride(size_t block_size)
 int pool_reserve(struct pool *pool, size_t bytes, struct weir_error *err)
 {
     memset(pool, 0, sizeof *pool);
-    /* MAP_NORESERVE: reserve address space only; pages are committed when touched. */
-    void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED)
+    /* address space only: pages are committed when touched */
+    void *base = os_reserve(bytes);
+    if (!base)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno,
                          "buffer: cannot reserve %zu bytes (-m)", bytes);
     pool->base = base;

@@ -36,10 +36,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/sockios.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "base/sync.h"
@@ -49,6 +46,7 @@
 #include "format/sparse.h"
 #include "link/listener.h"
 #include "linktest/linktest.h"
+#include "os/os.h"
 
 #define READ_MAX (1u << 20)    /* largest single read(); keeps publishing frequent */
 #define IDLE_FLUSH_MS 10       /* -z: compress a partial block after this much quiet */
@@ -128,10 +126,7 @@ static bool whole_then_reset(struct pipeline *p)
     /* a send on it (a confirmation, a keepalive) may have taken the error
      * already; the state still tells a reset (closed) from the sender's
      * orderly end (close-wait) */
-    struct tcp_info ti;
-    socklen_t tl = sizeof ti;
-    return getsockopt(p->in.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
-           ti.tcpi_state == TCP_CLOSE && whole_then_broke(p, ECONNRESET);
+    return os_tcp_closed(p->in.fd) == 1 && whole_then_broke(p, ECONNRESET);
 }
 
 /* Whether a failed read (got 0: the end) broke a session that may resume:
@@ -1219,7 +1214,7 @@ static bool answer_delivered(struct pipeline *p, atomic_bool *halt)
          * down: its FIN takes one sequence number): a sender that closed
          * once it had the answer resets that FIN instead of acknowledging
          * it, and a reset after the acknowledgement changes nothing */
-        if (ioctl(p->in.fd, SIOCOUTQ, &queued) == 0 && queued <= 1)
+        if (os_tcp_unsent(p->in.fd, &queued) == 0 && queued <= 1)
             return true;
         if (getsockopt(p->in.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
             return false;   /* reset: what was unacknowledged is lost */

@@ -7,6 +7,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "os/os.h"
+
 /* In .bss: pages that are only read map the kernel's zero page. */
 static unsigned char zero_block[SPARSE_ZEROS_SIZE];
 
@@ -83,7 +85,7 @@ static void prefetch(struct sparse_extents *x)
         }
         uint64_t len = (uint64_t)(h - d);
         if (len < SPARSE_PREFETCH_EXTENT)
-            (void)posix_fadvise(x->fd, d, (off_t)len, POSIX_FADV_WILLNEED);
+            os_advise_willneed(x->fd, d, (off_t)len);
         x->asked += len;
         x->ahead = (uint64_t)h;
     }

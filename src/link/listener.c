@@ -12,6 +12,7 @@
 
 #include "base/sync.h"
 #include "crypto/secret.h"
+#include "os/os.h"
 
 #define PENDING_BUF 2048   /* a greeting and a header, or the first sealed record */
 #define FIRST_RECORD_MAX 512   /* the sealed header record, with room to spare */
@@ -119,7 +120,7 @@ static void send_refusal(int fd, const char *msg)
 {
     unsigned char rec[CODEC_RECORD_MAX];
     size_t n = codec_status(rec, WEIR_EXIT_NETWORK, 0, 0, msg);
-    (void)send(fd, rec, n, MSG_NOSIGNAL | MSG_DONTWAIT);   /* best effort */
+    (void)os_send(fd, rec, n, true);   /* best effort */
 }
 
 static void tell(struct admission *a, int fd, const char *msg)
@@ -249,7 +250,7 @@ static int greet(struct admission *a, int fd, bool trusted)
                             ? CODEC_FEATURE_LINKTEST : 0) |
                        (a->cfg->resume && (a->l->fd >= 0 || a->cfg->redials)
                             ? CODEC_FEATURE_RESUME : 0));
-    if (send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+    if (os_send(fd, greeting, sizeof greeting, true) ==
         (ssize_t)sizeof greeting)
         return 0;
     if (errno == 0)
@@ -266,7 +267,7 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
     for (int batch = 0; batch < ACCEPT_BATCH; batch++) {
         struct sockaddr_storage ss;
         socklen_t slen = sizeof ss;
-        int fd = accept4(a->l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int fd = os_accept(a->l->fd, (struct sockaddr *)&ss, &slen);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 return 0;
@@ -491,7 +492,7 @@ static int handshake(struct admission *a, struct pending *c, const unsigned char
     size_t outlen = sizeof out;
     struct weir_error err;
     int st = tls_step(c->tls, in, n, out, &outlen, &err);
-    if (outlen > 0 && send(c->fd, out, outlen, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)outlen &&
+    if (outlen > 0 && os_send(c->fd, out, outlen, true) != (ssize_t)outlen &&
         st != TLS_FAILED) {
         drop(a, c, "dropped connection from %s: %s", "it does not read its handshake");
         return -1;
@@ -866,7 +867,7 @@ void listener_refuse_waiting(struct tcp_listener *l, bool raw, struct weir_log *
     for (int i = 0; i < ACCEPT_BATCH && l->fd >= 0; i++) {
         struct sockaddr_storage ss;
         socklen_t slen = sizeof ss;
-        int fd = accept4(l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int fd = os_accept(l->fd, (struct sockaddr *)&ss, &slen);
         if (fd < 0)
             break;
         /* one line a batch (a batch every half second at most): a flood

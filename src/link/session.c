@@ -13,6 +13,7 @@
 #include "base/sync.h"
 #include "crypto/seal.h"
 #include "crypto/tls.h"
+#include "os/os.h"
 
 /* ---- the sending side ---------------------------------------------------- */
 
@@ -403,7 +404,7 @@ void session_in_init(struct session_in *s, struct transport *t)
 static bool flush_pending(struct session_in *s)
 {
     while (s->len > 0) {
-        ssize_t n = send(s->t->fd, s->out, s->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = os_send(s->t->fd, s->out, s->len, true);
         transport_count(s->t->wire_tx, n);
         if (n <= 0)
             return false;

@@ -30,6 +30,7 @@
 #include "crypto/tls.h"
 #include "link/session.h"
 #include "linktest/linktest_int.h"
+#include "os/os.h"
 
 /* ---- shared: clocks, junk, tokens ------------------------------------------ */
 
@@ -163,7 +164,7 @@ static void send_loop(struct lt_flow *f)
             if (now >= until)
                 break;
             /* blocking, at most LT_SLICE_MS (SO_SNDTIMEO): one call a write */
-            ssize_t w = send(f->fd, s->junk, size, MSG_NOSIGNAL);
+            ssize_t w = os_send(f->fd, s->junk, size, false);
             if (w > 0) {
                 n += (uint64_t)w;
                 continue;
@@ -571,8 +572,7 @@ static void *watch_signals(void *arg)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
     while (!atomic_load(&t->done)) {
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = LT_SLICE_MS * 1000000L};
-        int sig = sigtimedwait(&set, NULL, &ts);
+        int sig = os_wait_signal(&set, NULL, LT_SLICE_MS / 1000.0);
         if (sig > 0 && !atomic_load(&t->signal)) {
             atomic_store(&t->signal, sig);
             atomic_store(&t->stop, true);

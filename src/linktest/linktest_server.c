@@ -24,6 +24,7 @@
 
 #include "base/sync.h"
 #include "linktest/linktest_int.h"
+#include "os/os.h"
 
 #define STOP_GRACE 1.0   /* seconds a stopped test has to tell its tester */
 
@@ -477,7 +478,7 @@ int linktest_server_join(struct linktest_server *s, int fd, const struct codec_l
                                   .a = join->a};
         codec_link(rec, &echo);
         /* a fresh connection has room for it */
-        if (send(fd, rec, sizeof rec, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof rec) {
+        if (os_send(fd, rec, sizeof rec, true) != (ssize_t)sizeof rec) {
             snprintf(why, whylen, "a data connection of a link test that does not read");
             rc = -1;
         } else {

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netdb.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +20,7 @@
 
 #include "base/sync.h"
 #include "crypto/keyfile.h"
+#include "os/os.h"
 #include "transport/tcp.h"
 
 #ifndef WEIR_VERSION
@@ -337,7 +337,7 @@ static int shell_quote(char *dst, size_t cap, const char *s)
 static void exec_ssh(int ctl, int errfd, char *const *argv, pid_t parent, bool tied)
 {
     if (tied)
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        os_die_with_parent(SIGTERM);
     if (getppid() != parent)
         _exit(127);
     if (dup2(ctl, STDIN_FILENO) < 0 || dup2(ctl, STDOUT_FILENO) < 0 ||
@@ -367,9 +367,9 @@ static int spawn_ssh(struct remote *r, bool tied, struct weir_error *err)
     char *argv[] = {"/bin/sh", "-c", script, "weir-ssh", (char *)o->ssh_host, remote_cmd,
                     NULL};
     int sp[2], ep[2] = {-1, -1};
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
+    if (os_socketpair(sp) != 0)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "ssh %s: socketpair", o->ssh_host);
-    if (pipe2(ep, O_CLOEXEC) != 0) {
+    if (os_pipe(ep) != 0) {
         int e = errno;
         close(sp[0]), close(sp[1]);
         return error_sys(err, WEIR_EXIT_INTERNAL, e, "ssh %s: pipe", o->ssh_host);
@@ -511,7 +511,7 @@ static int accept_one(struct remote *r, struct tcp_listener *l, const char *want
             continue;
         struct sockaddr_storage ss;
         socklen_t slen = sizeof ss;
-        int got = accept4(l->fd, (struct sockaddr *)&ss, &slen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int got = os_accept(l->fd, (struct sockaddr *)&ss, &slen);
         if (got < 0) {
             if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -838,13 +838,13 @@ int remote_local_new(struct remote **out, const struct weir_options *o, struct w
     /* non-dumpable before any secret exists: the one-time key, the
      * session's token, the handshakes' state */
     if (secret_protect() != 0)
-        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "ssh %s: prctl PR_SET_DUMPABLE",
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "ssh %s: keeping secrets out of core dumps",
                          o->ssh_host);
     struct remote *r = remote_alloc(log);
     if (!r)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "ssh %s", o->ssh_host);
     r->o = o;
-    if (pipe2(r->wake, O_CLOEXEC) != 0) {
+    if (os_pipe(r->wake) != 0) {
         int e = errno;
         remote_free(r);
         return error_sys(err, WEIR_EXIT_INTERNAL, e, "ssh %s: pipe", o->ssh_host);
@@ -1055,8 +1055,8 @@ static void relay(struct remote *r, int from, int to, bool stoppable)
             break;
         ssize_t n = -1;
         if (!copy) {
-            n = splice(from, NULL, to, NULL, RELAY_CHUNK, SPLICE_F_MOVE);
-            copy = n < 0 && errno == EINVAL;   /* neither is a pipe */
+            n = os_splice(from, to, RELAY_CHUNK);
+            copy = n < 0 && (errno == EINVAL || errno == ENOSYS);   /* neither is a pipe */
         }
         if (copy) {
             if (!buf && !(buf = malloc(RELAY_CHUNK)))
@@ -1205,7 +1205,7 @@ static int server_data(struct remote *r, struct weir_error *err)
         return 0;
     r->tunnel = true;
     snprintf(r->data_name, sizeof r->data_name, "the local weir (through ssh)");
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r->relay) != 0)
+    if (os_socketpair(r->relay) != 0)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: socketpair");
     r->data_fd = r->relay[0];   /* the engine's, once configured */
     r->relay[0] = -1;
@@ -1225,7 +1225,7 @@ int remote_server_new(struct remote **out, struct weir_log *log, struct weir_opt
 {
     /* non-dumpable before the request (it holds the key) arrives */
     if (secret_protect() != 0)
-        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: prctl PR_SET_DUMPABLE");
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: keeping secrets out of core dumps");
     struct remote *r = remote_alloc(log);
     if (!r)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server");
@@ -1245,7 +1245,7 @@ int remote_server_new(struct remote **out, struct weir_log *log, struct weir_opt
         return error_sys(err, WEIR_EXIT_INTERNAL, e, "--ssh-server: standard descriptors");
     }
     close(null);
-    if (pipe2(r->wake, O_CLOEXEC) != 0)
+    if (os_pipe(r->wake) != 0)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: pipe");
     if (sync_stop_watch_start(&r->halt, err))
         return -1;

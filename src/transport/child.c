@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/sync.h"
+#include "os/os.h"
 
 static void pause_ms(long ms)
 {
@@ -46,7 +46,7 @@ static void child_name(struct child *c, char *const *argv)
 static void child_exec(const struct child *c, char *const *argv, int in, int out, int err,
                        int report, pid_t parent, bool close_out)
 {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    os_die_with_parent(SIGTERM);
     if (getppid() != parent)
         _exit(127);   /* weir died before the line above took effect */
     if ((in >= 0 && dup2(in, STDIN_FILENO) < 0) || (out >= 0 && dup2(out, STDOUT_FILENO) < 0) ||
@@ -142,7 +142,7 @@ int child_spawn(struct child *c, enum child_role role, char *const *argv, bool s
     child_name(c, argv);
     int status = role == CHILD_PRODUCER ? WEIR_EXIT_INPUT : WEIR_EXIT_OUTPUT;
     int data[2] = {-1, -1}, errp[2] = {-1, -1}, report[2] = {-1, -1}, null = -1;
-    if (pipe2(data, O_CLOEXEC) || pipe2(errp, O_CLOEXEC) || pipe2(report, O_CLOEXEC) ||
+    if (os_pipe(data) || os_pipe(errp) || os_pipe(report) ||
         (role == CHILD_PRODUCER && (null = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)) {
         int e = errno;
         close_pair(data), close_pair(errp), close_pair(report);

@@ -14,6 +14,7 @@
 
 #include "base/io.h"
 #include "base/sync.h"
+#include "os/os.h"
 
 void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len)
 {
@@ -41,19 +42,11 @@ void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len)
 int tcp_tune(int fd, double io_timeout)
 {
     int one = 1;
-    if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0)
+    if (os_tcp_keepalive(fd, 60, 10, 6) != 0)
         return -1;
-    int idle = 60, intvl = 10, cnt = 6;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) != 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) != 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) != 0)
+    /* unacknowledged data older than this fails the connection */
+    if (io_timeout > 0 && os_tcp_user_timeout(fd, (unsigned)(io_timeout * 1000.0)) != 0)
         return -1;
-    if (io_timeout > 0) {
-        /* unacknowledged data older than this fails the connection */
-        unsigned ms = (unsigned)(io_timeout * 1000.0);
-        if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms) != 0)
-            return -1;
-    }
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
         return -1;
     int flags = fcntl(fd, F_GETFL);
@@ -84,14 +77,13 @@ static int listen_on(struct tcp_listener *l, const struct addrinfo *ai, bool v6o
     char where[80];
     tcp_format_addr(ai->ai_addr, where, sizeof where);
     /* non-blocking: the admission loop accepts until EAGAIN */
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                    ai->ai_protocol);
+    int fd = os_socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
     if (fd < 0)
         return error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: socket", where);
     int one = 1, zero = 0;
     /* the SYN of each connection is kept for tcp_syn_marked(); a kernel
      * without it only loses the mark, so its failure is not an error */
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);
+    os_tcp_save_syn(fd);
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         (ai->ai_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, v6only ? &one : &zero, sizeof zero) != 0)) {
@@ -228,8 +220,7 @@ static void set_class(int fd, int family, int value)
 bool tcp_syn_marked(int fd)
 {
     unsigned char syn[512];
-    socklen_t len = sizeof syn;
-    if (getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len) != 0 || len < 2)
+    if (os_tcp_saved_syn(fd, syn, sizeof syn) < 2)
         return false;
     int version = syn[0] >> 4, cls;
     if (version == 4)
@@ -244,8 +235,7 @@ bool tcp_syn_marked(int fd)
 static int connect_one(const struct addrinfo *ai, int timeout_ms, atomic_bool *stop,
                        bool mark)
 {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                    ai->ai_protocol);
+    int fd = os_socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
     if (fd < 0)
         return -1;
     if (mark)   /* the SYN only: the class is reset below */
@@ -353,7 +343,7 @@ int tcp_connect_addr(const struct sockaddr *sa, socklen_t len, double timeout,
                      double io_timeout, atomic_bool *stop, int *out)
 {
     *out = -1;
-    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = os_socket(sa->sa_family, SOCK_STREAM, 0);
     if (fd < 0)
         return -1;
     set_class(fd, sa->sa_family, TCP_WEIR_MARK);

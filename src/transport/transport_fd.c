@@ -15,6 +15,7 @@
 
 #include "base/io.h"
 #include "base/sync.h"
+#include "os/os.h"
 
 static ssize_t none_read(struct transport *t, void *buf, size_t n, int timeout_ms,
                          atomic_bool *stop)
@@ -115,7 +116,7 @@ void transport_pace_writes(struct transport *t)
         t->write_max = PACED_FILE_WRITE;
         return;
     }
-    int size = S_ISFIFO(st.st_mode) ? fcntl(t->fd, F_GETPIPE_SZ) : -1;
+    int size = S_ISFIFO(st.st_mode) ? os_pipe_capacity(t->fd) : -1;
     if (size > 0)
         t->pipe_size = size;
 }
@@ -190,8 +191,8 @@ void transport_classify(struct transport *t)
     /* A larger pipe means fewer, larger reads and writes on both sides of
      * it.  Only a hint: failure (an old kernel, a lower
      * /proc/sys/fs/pipe-max-size) changes nothing. */
-    if (S_ISFIFO(st.st_mode) && fcntl(t->fd, F_GETPIPE_SZ) < PIPE_SIZE)
-        (void)fcntl(t->fd, F_SETPIPE_SZ, PIPE_SIZE);
+    if (S_ISFIFO(st.st_mode))
+        os_pipe_widen(t->fd, PIPE_SIZE);
 }
 
 static void identify(struct transport *t, const struct stat *st, const char *name)
@@ -237,16 +238,15 @@ bool transport_same_file(const struct transport *a, const struct transport *b)
 static int standard_alias(const char *path)
 {
     static const char *const names[] = {"/dev/stdin", "/dev/stdout", "/dev/stderr"};
-    char now[PATH_MAX], next[PATH_MAX], self[32];
-    snprintf(self, sizeof self, "/proc/%ld/fd/", (long)getpid());
+    char now[PATH_MAX], next[PATH_MAX], dirs[8][32];
+    int ndirs = os_fd_dirs(dirs, 8);
     snprintf(now, sizeof now, "%s", path);
     for (int hop = 0; hop < 16; hop++) {
         for (int i = 0; i < 3; i++)
             if (strcmp(now, names[i]) == 0)
                 return i;
-        static const char *const dirs[] = {"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"};
-        for (size_t i = 0; i <= sizeof dirs / sizeof *dirs; i++) {
-            const char *d = i < sizeof dirs / sizeof *dirs ? dirs[i] : self;
+        for (int i = 0; i < ndirs; i++) {
+            const char *d = dirs[i];
             size_t n = strlen(d);
             if (strncmp(now, d, n) == 0 && now[n] >= '0' && now[n] <= '2' && now[n + 1] == '\0')
                 return now[n] - '0';
@@ -295,7 +295,7 @@ int transport_open_input(struct transport *t, const char *path, bool closed,
     }
     transport_classify(t);
     if (t->regular)   /* a hint only; failure changes nothing */
-        (void)posix_fadvise(t->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        os_advise_sequential(t->fd);
     return 0;
 }
 
@@ -421,7 +421,7 @@ int transport_sync(struct transport *t, struct weir_error *err)
 {
     if (t->fd < 0 || !(t->regular || t->blockdev))
         return 0;
-    if (fdatasync(t->fd) != 0)
+    if (os_datasync(t->fd) != 0)
         return error_sys(err, WEIR_EXIT_OUTPUT, errno,
                          "%s: fdatasync (the data may not be on stable storage)", t->name);
     if (t->created)
@@ -471,7 +471,7 @@ int transport_end_holes(struct transport *t, bool dsync, struct weir_error *err)
     if (ftruncate(t->fd, at) != 0)
         return error_sys(err, t->status, errno, "%s: ftruncate to %lld bytes (the hole at its "
                          "end)", t->name, (long long)at);
-    if (dsync && fdatasync(t->fd) != 0)
+    if (dsync && os_datasync(t->fd) != 0)
         return error_sys(err, t->status, errno,
                          "%s: fdatasync (the data may not be on stable storage)", t->name);
     return 0;
