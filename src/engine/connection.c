@@ -1,0 +1,722 @@
+/*
+ * connection.c - an output's connection to a weir receiver: opening it
+ * (connecting, the greeting, the keyed handshake, the session's name),
+ * the back channel that hears keepalives and the answer, the raw
+ * confirmation, and reconnecting: everything about a reconnect, in one
+ * place.  See writer_int.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <openssl/crypto.h>
+
+#include "base/io.h"
+#include "base/sync.h"
+#include "crypto/secret.h"
+#include "format/codec.h"
+#include "format/sparse.h"
+
+#include "engine/writer_int.h"
+
+/* ---- the receiver's keepalives and answer ---------------------------------- */
+
+static int map_receiver_status(int code)
+{
+    /* its output failing or the data arriving corrupt keep their meaning;
+     * anything else is, from here, a failure of the far end */
+    return code == WEIR_EXIT_OUTPUT || code == WEIR_EXIT_INTEGRITY ? code : WEIR_EXIT_NETWORK;
+}
+
+/* The receiver's failure, in its own words: "receiver: ...", or with
+ * several -O "receiver HOST:PORT: ...", so that one can tell which.
+ * STEP_FAIL. */
+static int receiver_failed(struct output *o, int code, const char *msg, struct weir_error *e)
+{
+    int tcp = 0;
+    for (int i = 0; i < o->p->nout; i++)
+        tcp += o->p->out[i].spec->kind == WEIR_OUT_TCP;
+    const char *who = strncmp(o->t.name, "output ", 7) == 0 ? o->t.name + 7 : o->t.name;
+    if (tcp > 1)
+        error_set(e, map_receiver_status(code), "receiver %s: %s", who, msg);
+    else
+        error_set(e, map_receiver_status(code), "receiver: %s", msg);
+    return STEP_FAIL;
+}
+
+/* Take in one record from the receiver; STEP_OK to read on. */
+static int heard(struct output *o, const struct codec_record *r, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    o->last_heard = clock_now();
+    if (r->type == 'C' && o->resumable) {
+        confirmed_locked(o, r->bytes);
+    } else if (r->type == 'K') {
+        /* a receiver that can resume names the session before anything else */
+        if (o->may_resume && !o->resumable)
+            give_up_resuming_locked(o);
+        o->peer_written = r->bytes;
+        o->peer_phase = r->phase;
+    } else if (r->type == 'S' && r->code == 0 && !o->ended) {
+        /* success before the trailer was sent cannot be true */
+        sync_unlock(&p->lock);
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver answered success before the "
+                         "stream ended", o->t.name), STEP_FAIL;
+    } else if (r->type == 'S') {
+        o->status_code = r->code;
+        o->status_bytes = r->bytes;
+        o->status_chain = r->chain;
+        snprintf(o->status_msg, sizeof o->status_msg, "%s", r->msg);
+        o->status_received = true;
+        sync_broadcast(&p->ring.data_cv);
+    }
+    bool session_record = r->type == 'C' && o->resumable;
+    sync_unlock(&p->lock);
+    if (r->type == 'K' || session_record)
+        return STEP_OK;
+    if (r->type != 'S')
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver",
+                         o->t.name, r->type), STEP_FAIL;
+    if (r->code != 0)
+        return receiver_failed(o, r->code, r->msg, e);
+    return STEP_STOP;   /* the answer is in: nothing more to read */
+}
+
+void *backchannel_main(void *arg)
+{
+    struct output *o = arg;
+    struct pipeline *p = o->p;
+    struct weir_error e;
+    thread_unblock_wake();
+    int rc;
+    bool lost = false;   /* the connection broke under a session that may resume */
+    do {
+        unsigned char raw[CODEC_RECORD_MAX];
+        struct codec_record r;
+        size_t got;
+        bool eof;
+        sync_lock(&p->lock);
+        bool resumable = o->resumable;
+        sync_unlock(&p->lock);
+        /* a receiver that may resume keeps talking; its silence is a break */
+        int limit = resumable ? (int)(RESUME_SILENCE_SECS * 1000) : -1;
+        if (session_read_record(&o->t, limit, &o->halt, &r, raw, &got, &eof, &e) == 0) {
+            rc = heard(o, &r, &e);
+            continue;
+        }
+        rc = STEP_FAIL;
+        int err = errno;
+        lost = resumable && !atomic_load(&o->halt) &&
+               (eof || (got < 8 && breaks_connection(err)));
+        if (lost) {
+            sync_lock(&p->lock);
+            if (!o->broken) {
+                o->broken = true;
+                if (eof)
+                    snprintf(o->broken_why, sizeof o->broken_why, "the receiver's end closed it");
+                else if (err == ETIMEDOUT)
+                    snprintf(o->broken_why, sizeof o->broken_why, "the receiver said nothing "
+                             "for %g s", RESUME_SILENCE_SECS);
+                else
+                    snprintf(o->broken_why, sizeof o->broken_why, "%s", strerror(err));
+            }
+            sync_unlock(&p->lock);
+        }
+    } while (rc == STEP_OK);
+    sync_lock(&p->lock);
+    bool answered = o->status_received && o->status_code == 0;
+    sync_unlock(&p->lock);
+    if (rc == STEP_FAIL && atomic_load(&o->halt) && !o->status_received)
+        rc = STEP_STOP;   /* this side is stopping anyway */
+    if (lost) {
+        shutdown(o->t.fd, SHUT_RDWR);   /* wakes the writer, which reconnects */
+    } else if (rc == STEP_FAIL && !answered) {
+        output_fail(o, &e);
+        shutdown(o->t.fd, SHUT_RDWR);   /* wakes the writer out of send() */
+    }
+    sync_lock(&p->lock);
+    o->bc_running = false;
+    sync_broadcast(&p->ring.data_cv);
+    sync_unlock(&p->lock);
+    return NULL;
+}
+
+/* Created under the lock: the main thread wakes a running back channel by
+ * its thread id (kick_threads), which must be the new thread's from the
+ * moment bc_running says so (it used to be set first, and a SIGINT in
+ * between had the main thread signal an id not yet written: EINVAL, abort) */
+static int start_backchannel(struct output *o, struct weir_error *e)
+{
+    sync_lock(&o->p->lock);
+    o->bc_running = true;
+    int rc = sync_create(&o->backchannel, backchannel_main, o, e);
+    if (rc)
+        o->bc_running = false;
+    sync_unlock(&o->p->lock);
+    if (rc)
+        return STEP_FAIL;
+    o->has_backchannel = true;
+    return STEP_OK;
+}
+
+/* Tell a receiver that waits for it that its answer (bytes, chain) was
+ * read, then end this direction: the 'D' is its last record.  A 'D' that
+ * cannot go leaves the receiver waiting for this sender to come back, as
+ * for an answer lost; this end's verdict stands either way. */
+static void say_read(struct output *o, uint64_t bytes, uint64_t chain)
+{
+    if (!says_read(o))
+        return;
+    unsigned char d[CODEC_SESSION_SIZE];
+    size_t n = codec_done(d, bytes, chain);
+    if (o->t.sealed)
+        transport_sealed_last(&o->t);
+    struct weir_error ignored;
+    if (transport_write_all(&o->t, d, n, io_timeout_ms(o->p, &o->t), &o->halt) == 0)
+        (void)o->t.ops->half_close(&o->t, &ignored);
+}
+
+/* After the last byte: end the stream and wait for the receiver's verdict.
+ * --timeout bounds the silence, not the wait: a receiver draining into a
+ * slow consumer keeps saying so.  A receiver that waits for this sender's
+ * word ('D') gets no end of file before it: the trailer ended the stream. */
+int await_answer(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    if (!says_read(o) && o->t.ops->half_close(&o->t, e)) {
+        if (breaks_connection(errno))
+            (void)write_error(o, e, "shutdown");   /* a break: it may resume */
+        return STEP_FAIL;
+    }
+    double limit = p->cfg->tcp.io_timeout;
+    if (limit > 0 && limit < CODEC_SILENCE_MIN)
+        limit = CODEC_SILENCE_MIN;
+    sync_lock(&p->lock);
+    o->awaiting = true;
+    if (!(o->session.peer_features & CODEC_FEATURE_KEEPALIVE))
+        o->last_heard = clock_now();   /* a receiver without keepalives: bound the wait */
+    bool timed_out = false;
+    while (!o->status_received && !o->dead && !atomic_load(&o->halt) && o->bc_running) {
+        if (limit <= 0) {
+            sync_wait(&p->ring.data_cv, &p->lock);
+            continue;
+        }
+        double left = o->last_heard + limit - clock_now();
+        if (left <= 0) {
+            timed_out = true;
+            break;
+        }
+        struct timespec deadline = clock_deadline(left);
+        sync_wait_until(&p->ring.data_cv, &p->lock, &deadline);
+    }
+    o->awaiting = false;
+    if (timed_out && !o->status_received && o->resumable && !o->broken) {
+        /* a receiver that may resume keeps talking: its silence is a
+         * break (a black hole that swallowed the end of the stream), as the
+         * back channel takes it, not its answer lost */
+        o->broken = true;
+        snprintf(o->broken_why, sizeof o->broken_why, "the receiver said nothing for %g s "
+                 "after the stream's end", limit);
+    }
+    bool received = o->status_received, broken = o->broken;
+    int code = o->status_code;
+    uint64_t acked = o->status_bytes, chain = o->status_chain;
+    sync_unlock(&p->lock);
+    if (received)
+        say_read(o, acked, chain);
+    if (!received && broken)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke before the receiver "
+                         "answered (%s)", o->t.name, o->broken_why), STEP_FAIL;
+    if (received && code != 0)
+        return receiver_failed(o, code, o->status_msg, e);
+    if (!received && timed_out)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver fell silent for %g s "
+                         "before it answered", o->t.name, limit), STEP_FAIL;
+    if (!received)
+        return STEP_STOP;   /* stopping, or the back channel has reported the failure */
+    uint64_t sent = o->session.frame ? session_framed_bytes(&o->session) : p->data_bytes;
+    sync_lock(&p->lock);
+    uint64_t mine = o->session.frame ? session_framed_chain(&o->session) : p->chain;
+    sync_unlock(&p->lock);
+    /* the chain binds the answer to this stream: a receiver that did not
+     * verify it (or an answer sent before it arrived) cannot know it */
+    if (chain != mine)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver's answer is for another "
+                         "stream (its chain differs)", o->t.name), STEP_FAIL;
+    if (acked != sent)
+        return error_set(e, WEIR_EXIT_NETWORK,
+                         "%s: the receiver confirmed %llu bytes, but %llu were sent",
+                         o->t.name, (unsigned long long)acked, (unsigned long long)sent),
+               STEP_FAIL;
+    return STEP_OK;
+}
+
+/* A --raw sender cannot know that its data arrived, but it can know that
+ * it did not: a weir listener (which greets, then refuses plain bytes) or
+ * a reset.  It reads until the peer closes, for a few seconds at most;
+ * nc -l, socat and mbuffer close once they have read everything. */
+int raw_confirm(struct output *o, struct weir_error *e)
+{
+    double deadline = clock_now() + RAW_CONFIRM_SECS;
+    unsigned char buf[4096], head[4];
+    size_t seen = 0, total = 0;
+    for (;;) {
+        double left = deadline - clock_now();
+        if (left <= 0)
+            return STEP_OK;   /* still open: nothing more to learn */
+        ssize_t r = o->t.ops->read(&o->t, buf, sizeof buf, (int)(left * 1000) + 1, &o->halt);
+        if (r == 0)
+            return STEP_OK;
+        if (r < 0 && errno == ETIMEDOUT)
+            return STEP_OK;
+        if (r < 0 && errno == ECANCELED)
+            return STEP_STOP;
+        if (r < 0 && errno == ECONNRESET)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer reset the connection: the "
+                             "data may not all have arrived", o->t.name), STEP_FAIL;
+        if (r < 0)
+            return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s", o->t.name), STEP_FAIL;
+        for (ssize_t i = 0; i < r && seen < sizeof head; i++)
+            head[seen++] = buf[i];
+        total += (size_t)r;
+        /* a weir that takes plain bytes as well (under the name mbuffer)
+         * may have greeted after this sender stopped waiting, and then says
+         * nothing more; anything after its greeting is a refusal */
+        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC && o->plain_fallback &&
+            total > CODEC_GREETING_SIZE)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener that refused "
+                             "the plain bytes (it greeted late): run it under the name mbuffer "
+                             "or with --raw", o->t.name), STEP_FAIL;
+        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC && !o->plain_fallback)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener, which "
+                             "takes plain bytes only with --raw: send without --raw",
+                             o->t.name), STEP_FAIL;
+    }
+}
+
+/* Whether the two ends agree on encryption: a sender with a key never
+ * sends in clear, and one without cannot talk to a receiver that has one. */
+static int check_keys(struct output *o, struct weir_error *e)
+{
+    bool theirs = o->session.peer_features & CODEC_FEATURE_KEY;
+    if (o->p->keyed && !theirs)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver has no key: refusing to send "
+                         "in clear (give it --key-file as well)", o->t.name), STEP_FAIL;
+    if (!o->p->keyed && theirs)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver takes only encrypted "
+                         "connections: give this weir its key (--key-file)", o->t.name),
+               STEP_FAIL;
+    if (codec_keyed_older(o->session.peer_features))
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver has a key, but "
+                         CODEC_OLDER_KEYED, o->t.name), STEP_FAIL;
+    return STEP_OK;
+}
+
+/* The sender's half of the TLS handshake, by a deadline; then the
+ * connection carries sealed records. */
+static int client_handshake(struct output *o, double limit, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    return session_handshake(&o->t, p->tls_client, limit, p->cfg->epoch_records, &o->halt,
+                             NULL, NULL, 0, e);
+}
+
+/* Both ends may resume: from the stream's first byte on, what the
+ * receiver has not confirmed stays in the buffer (the hold cursor) and
+ * the records' starts are noted; where the receiver was reached is kept,
+ * to reach it there again. */
+static int keep_for_resuming(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    o->peer_len = sizeof o->peer_addr;
+    if (getpeername(o->t.fd, (struct sockaddr *)&o->peer_addr, &o->peer_len) != 0)
+        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: getpeername", o->t.name), STEP_FAIL;
+    if (!o->marks) {
+        o->marks = calloc(RESUME_MARKS, sizeof *o->marks);
+        if (!o->marks)
+            return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
+    }
+    /* a plain stream of a regular file is sent again from the file (a
+     * sealed one keeps the hold: its records carry no sums to check the
+     * file against, see reread_record) */
+    o->reread = p->reread_fd >= 0 && o->session.frame && !o->t.sealed;
+    /* and its receiver may then confirm rarely, if the notes can hold
+     * twice what travels between two confirmations (-s under 1 KiB keeps
+     * the usual confirmations) */
+    o->session.reread = o->reread &&
+                        p->cfg->block >= 2ull * CODEC_CONFIRM_REREAD_BYTES / RESUME_MARKS;
+    if (o->reread && !o->recipe) {
+        o->recipe = calloc(RESUME_MARKS, sizeof *o->recipe);
+        o->replay_buf = malloc(o->session.block_max);
+        if (!o->recipe || !o->replay_buf)
+            return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
+    }
+    sync_lock(&p->lock);
+    o->marks_cap = RESUME_MARKS;
+    o->marks_head = o->marks_count = 0;
+    o->may_resume = true;
+    if (!o->reread)
+        ring_cursor_place_locked(&p->ring, &o->hold, o->cur.seq, o->cur.off, o->cur.bytes,
+                                 o->cur.holes, true);
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* The receiver's first record after the stream header: the session's
+ * name ('N'), or why it refused the stream ('S'). */
+static int hear_session_name(struct output *o, double limit, struct weir_error *e)
+{
+    unsigned char raw[CODEC_RECORD_MAX];
+    struct codec_record r;
+    size_t got;
+    bool eof;
+    if (session_read_record(&o->t, (int)(limit * 1000) + 1, &o->halt, &r, raw, &got, &eof, e)) {
+        if (atomic_load(&o->halt))
+            return STEP_STOP;
+        if (errno == ETIMEDOUT)
+            error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver did not name the session within "
+                      "%g s of the stream's header (a break this early cannot be resumed)",
+                      o->t.name, limit);
+        else if (!eof && got == 0 && breaks_connection(errno))
+            error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke before the receiver "
+                      "named the session (%s; a break this early cannot be resumed)", o->t.name,
+                      strerror(errno));
+        return STEP_FAIL;
+    }
+    if (r.type == 'S' && r.code != 0)
+        return receiver_failed(o, r.code, r.msg, e);
+    if (r.type != 'N')
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver "
+                         "(it did not name the session)", o->t.name, r.type), STEP_FAIL;
+    sync_lock(&o->p->lock);
+    memcpy(o->token, r.token, sizeof o->token);
+    o->resumable = true;
+    sync_unlock(&o->p->lock);
+    OPENSSL_cleanse(raw, sizeof raw);
+    return STEP_OK;
+}
+
+/* Connect (for -O), hear the receiver's greeting, begin the stream. */
+int writer_open(struct output *o, bool once, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    const struct weir_config *c = p->cfg;
+    bool tcp = o->spec->kind == WEIR_OUT_TCP;
+    bool greet = tcp && !c->tcp.raw;
+    if (tcp) {
+        int fd = o->spec->fd;   /* connected: the engine takes it over */
+        struct tcp_settings settings = c->tcp;
+        if (once)
+            settings.connect_timeout = 0;
+        if (!o->spec->connected &&
+            tcp_connect(o->spec->host, o->spec->port, &settings, &o->halt, p->log, o->name, &fd,
+                        e))
+            return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+        transport_tcp(&o->t, fd, o->name);
+        o->t.wire_tx = &o->net;   /* what it sends, at the socket, for snapshots */
+    }
+    if (c->watchdog > 0)
+        transport_pace_writes(&o->t);   /* -W sees a slow pipe or disk take a block */
+    uint32_t block_max = p->encode ? p->piece_max : p->wire_block_max;
+    session_out_init(&o->session, &o->t, greet, greet && !p->encode,
+                     p->encode && o->form == CODEC_FORM_WEIR, block_max);
+    o->session.resume = greet && c->reconnect > 0 && c->mem >= RESUME_MIN_BUFFER &&
+                        c->block > 0 && c->mem / c->block >= RESUME_MIN_BLOCKS;
+    if (greet && c->reconnect > 0 && !o->session.resume && !once)
+        log_msg(p->log, LOG_INFO, "%s: a break will not be resumed: the buffer (%llu KiB, "
+                "%llu blocks) is under the %u MiB and %u blocks resuming needs (-m, -s)", o->name,
+                (unsigned long long)(c->mem >> 10),
+                (unsigned long long)(c->block ? c->mem / c->block : 0),
+                RESUME_MIN_BUFFER >> 20, RESUME_MIN_BLOCKS);
+    double limit = LISTENER_HANDSHAKE_SECS;
+    if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)
+        limit = c->tcp.io_timeout;
+    if (greet) {
+        double wait = c->plain_after > 0 && c->plain_after < limit ? c->plain_after : limit;
+        if (session_read_greeting(&o->session, wait, &o->halt, e)) {
+            if (atomic_load(&o->halt))
+                return STEP_STOP;
+            if (!(c->plain_after > 0 && o->session.peer_silent))
+                return STEP_FAIL;
+            /* mbuffer, nc or socat: they never greet, and take plain bytes */
+            log_msg(p->log, LOG_INFO, "%s: no weir greeting within %g s: sending plain bytes, "
+                    "as mbuffer does (the end cannot be verified)", o->t.name, wait);
+            o->plain_fallback = true;
+            greet = false;
+            session_out_init(&o->session, &o->t, false, false, false, block_max);
+        }
+    }
+    if (greet) {
+        int rc = check_keys(o, e);
+        if (rc == STEP_OK && p->keyed &&
+            session_greet_keyed(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
+            rc = errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+        if (rc == STEP_OK && p->keyed)
+            rc = client_handshake(o, limit, e);
+        if (rc != STEP_OK)
+            return rc;
+        if (rc == STEP_OK && o->session.resume &&
+            (o->session.peer_features & CODEC_FEATURE_RESUME))
+            rc = keep_for_resuming(o, e);
+        if (rc != STEP_OK)
+            return rc;
+        sync_lock(&p->lock);
+        o->last_heard = clock_now();
+        sync_unlock(&p->lock);
+        if (!o->may_resume && start_backchannel(o, e))
+            return STEP_FAIL;
+    }
+    if (mark(o, MARK_HEADER, 0))
+        return write_error(o, e, "write");
+    if (session_begin(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
+        return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+    sync_lock(&p->lock);
+    boundary_locked(o);   /* the data begins after the header */
+    sync_unlock(&p->lock);
+    if (o->may_resume) {
+        /* the receiver names the session as it admits the stream: known
+         * before a byte of data goes, a break can always be resumed */
+        int rc = hear_session_name(o, limit, e);
+        if (rc != STEP_OK)
+            return rc;
+        if (start_backchannel(o, e))
+            return STEP_FAIL;
+    }
+    plan_holes(o);
+    if (p->encode && o->form == CODEC_FORM_FRAME) {
+        /* the header of the one LZ4 frame; the pieces follow, the end
+         * comes from the buffer's last slot */
+        unsigned char hdr[CODEC_LZ4_HEADER_MAX];
+        size_t n = codec_lz4_header(hdr, p->piece_max, p->sized, p->content_size);
+        if (transport_write_all(&o->t, hdr, n, io_timeout_ms(p, &o->t), &o->halt))
+            return errno == EPIPE && o->has_child ? consumer_quit(o, e)
+                                                  : write_error(o, e, "write");
+    }
+    sync_lock(&p->lock);
+    o->state = STATS_OUT_WRITING;
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* ---- reconnecting ------------------------------------------------------------ */
+
+/* Whether the connection broke under a session that may resume. */
+bool connection_broke(struct output *o)
+{
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    bool broke = o->resumable && o->broken && !o->dead && !o->status_received &&
+                 !atomic_load(&o->halt) && p->cfg->reconnect > 0;
+    sync_unlock(&p->lock);
+    return broke;
+}
+
+/* Let go of the broken connection: its back channel, the records the
+ * workers sealed for it (under its keys, which go with it), the socket. */
+void let_go(struct output *o)
+{
+    struct pipeline *p = o->p;
+    /* a connection given up on is reset, not closed: a receiver that had
+     * the whole stream must not take its end for the sender having the
+     * answer (reader_answer_home) */
+    o->t.ops->abort(&o->t);
+    if (o->has_backchannel) {
+        if (o->t.fd >= 0)
+            shutdown(o->t.fd, SHUT_RD);   /* wakes the back channel, sends nothing */
+        sync_join(o->backchannel);
+        o->has_backchannel = false;
+    }
+    sync_lock(&p->lock);
+    for (;;) {
+        bool sealing = false;
+        for (unsigned i = 0; i < o->ahead_count; i++)
+            sealing |= !o->ahead[(o->ahead_head + i) % SEAL_AHEAD].done;
+        if (!sealing || atomic_load(&p->stop))
+            break;
+        sync_wait(&p->ring.data_cv, &p->lock);
+    }
+    o->ahead_head = o->ahead_count = 0;
+    sync_unlock(&p->lock);
+    struct weir_error ignored;
+    transport_close(&o->t, false, &o->halt, &ignored);
+    transport_none(&o->t);
+}
+
+/* One attempt on a new connection (o->t): the receiver's greeting, ours
+ * (with a key, the handshake), the request to resume the session; *at is
+ * where the receiver stopped.  *refused: the receiver said no, and will
+ * not say yes later. */
+static int rejoin(struct output *o, double limit, uint64_t *at, bool *refused,
+                  struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    *refused = false;
+    o->session.greeted = false;
+    o->session.rejoining = true;
+    if (session_read_greeting(&o->session, limit, &o->halt, e))
+        return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;   /* busy: tried again */
+    if (!(o->session.peer_features & CODEC_FEATURE_RESUME)) {
+        *refused = true;
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: another receiver answers there now (it "
+                         "does not resume)", o->t.name), STEP_FAIL;
+    }
+    if (check_keys(o, e) != STEP_OK) {
+        *refused = true;   /* e says how its keys differ: another receiver too */
+        return STEP_FAIL;
+    }
+    int ms = (int)(limit * 1000) + 1;
+    if (p->keyed) {
+        if (session_greet_keyed(&o->session, ms, &o->halt, e))
+            return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+        int rc = client_handshake(o, limit, e);
+        if (rc != STEP_OK)
+            return rc;
+    } else {
+        unsigned char g[CODEC_GREETING_SIZE];
+        codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURE_RESUME);
+        if (transport_write_all(&o->t, g, sizeof g, ms, &o->halt))
+            return errno == ECANCELED ? STEP_STOP
+                   : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", o->t.name), STEP_FAIL);
+    }
+    unsigned char token[CODEC_TOKEN_SIZE];
+    sync_lock(&p->lock);
+    memcpy(token, o->token, sizeof token);
+    sync_unlock(&p->lock);
+    int rc = session_rejoin(&o->session, token, limit, &o->halt, at, refused, e);
+    OPENSSL_cleanse(token, sizeof token);
+    if (rc && *refused && strstr(e->msg, LISTENER_BUSY))
+        *refused = false;   /* it had not seen the break yet: try again */
+    if (rc)
+        return errno == ECANCELED && atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+    return STEP_OK;
+}
+
+/* Sleep up to secs, or until this output must stop. */
+static void pause_for(struct output *o, double secs)
+{
+    struct timespec deadline = clock_deadline(secs);
+    sync_lock(&o->p->lock);
+    while (!atomic_load(&o->halt) && sync_wait_until(&o->p->ring.data_cv, &o->p->lock,
+                                                     &deadline)) {
+    }
+    sync_unlock(&o->p->lock);
+}
+
+/* The connection broke (a reset, a cut, --timeout, the receiver's
+ * silence): connect again to where the receiver was, for up to
+ * --reconnect seconds, and go on from where it stopped.  A refused
+ * connection ends the wait at once: nothing listens there any more, so the
+ * receiver and its session are gone. */
+int reconnect(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    const struct weir_config *c = p->cfg;
+    char cause[200];
+    sync_lock(&p->lock);
+    snprintf(cause, sizeof cause, "%s", o->broken_why);
+    uint64_t confirmed = o->confirmed;
+    double since = clock_now();
+    o->gap_since = since;
+    o->state = STATS_OUT_CONNECTING;
+    sync_unlock(&p->lock);
+    log_msg(p->log, LOG_WARN, "%s: the connection broke (%s); reconnecting for up to %g s",
+            o->name, cause, c->reconnect);
+    let_go(o);
+    double deadline = since + c->reconnect, backoff = 0.05;
+    char last[WEIR_ERROR_MAX] = "";
+    uint64_t at = 0;
+    int rc = STEP_FAIL;
+    for (;;) {
+        if (atomic_load(&o->halt)) {
+            rc = STEP_STOP;
+            break;
+        }
+        double left = deadline - clock_now();
+        if (left <= 0) {
+            error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and no new one "
+                      "could be made within %g s%s%s; the receiver had confirmed %llu bytes of "
+                      "the stream", o->name, cause, c->reconnect, last[0] ? ": " : "", last,
+                      (unsigned long long)confirmed);
+            break;
+        }
+        double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
+        int fd;
+        struct weir_error dial;
+        dial.msg[0] = '\0';
+        int dialled = o->spec->redial
+                          ? o->spec->redial(o->spec->redial_ctx, limit, &o->halt, &fd, &dial)
+                          : tcp_connect_addr((struct sockaddr *)&o->peer_addr, o->peer_len,
+                                             limit, c->tcp.io_timeout, &o->halt, &fd);
+        if (dialled != 0) {
+            int err = errno;
+            if (err == ECANCELED) {
+                rc = STEP_STOP;
+                break;
+            }
+            if (err == ECONNREFUSED) {
+                bool all = o->ended && confirmed >= o->session.sent;
+                error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                          "receiver refuses a new one: it is gone; it had confirmed %llu bytes "
+                          "of the stream%s", o->name, cause, (unsigned long long)confirmed,
+                          all ? " (all of it, but its answer was lost)" : "");
+                break;
+            }
+            if (dial.msg[0])
+                snprintf(last, sizeof last, "%s", dial.msg);
+            else
+                snprintf(last, sizeof last, "connect: %s", strerror(err));
+        } else {
+            transport_tcp(&o->t, fd, o->name);
+            o->t.wire_tx = &o->net;
+            sync_lock(&p->lock);
+            o->tx_gen++;   /* the workers seal for the new connection's keys */
+            sync_unlock(&p->lock);
+            bool refused;
+            struct weir_error why;
+            rc = rejoin(o, limit, &at, &refused, &why);
+            if (rc == STEP_OK)
+                break;
+            struct weir_error ignored;
+            o->t.ops->abort(&o->t);
+            transport_close(&o->t, false, &o->halt, &ignored);
+            transport_none(&o->t);
+            if (rc == STEP_STOP)
+                break;
+            if (refused) {
+                error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                          "session could not resume: %s", o->name, cause, why.msg);
+                break;
+            }
+            snprintf(last, sizeof last, "%s", why.msg);
+        }
+        pause_for(o, backoff);
+        backoff = backoff * 2 > RESUME_BACKOFF_MAX ? RESUME_BACKOFF_MAX : backoff * 2;
+    }
+    if (rc == STEP_STOP)
+        /* the stream failed (a producer, a signal) while the connection was
+         * down: an abort record needs one, so the receiver is not told */
+        log_msg(p->log, LOG_WARN, "%s: the stream stopped during a break: the receiver cannot "
+                "be told, and fails only once its --reconnect has passed", o->name);
+    sync_lock(&p->lock);
+    o->gap_secs += clock_now() - since;
+    o->gap_since = 0;
+    if (rc == STEP_OK) {
+        o->reconnections++;
+        o->broken = false;
+        o->state = STATS_OUT_WRITING;
+        o->last_heard = clock_now();
+    }
+    sync_unlock(&p->lock);
+    if (rc != STEP_OK)
+        return rc;
+    log_msg(p->log, LOG_WARN, "%s: reconnected after %.1f s; resuming at byte %llu of the "
+            "stream", o->name, clock_now() - since, (unsigned long long)at);
+    if (start_backchannel(o, e))
+        return STEP_FAIL;
+    return resume_at(o, at, e);
+}

@@ -1,0 +1,109 @@
+/*
+ * output.c - what every part of an output's writer uses: naming a failed
+ * write, a consumer that quit, a connection that broke, whether the
+ * receiver waits for the sender's word, and how the output passes holes.
+ * See writer_int.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <openssl/crypto.h>
+
+#include "base/io.h"
+#include "base/sync.h"
+#include "crypto/secret.h"
+#include "format/codec.h"
+#include "format/sparse.h"
+
+#include "engine/writer_int.h"
+
+/* Whether a failed socket operation (err) broke the connection, which a
+ * resumable session survives. */
+bool breaks_connection(int err)
+{
+    return err == EPIPE || err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN ||
+           err == ECONNABORTED || err == EHOSTUNREACH || err == ENETUNREACH ||
+           err == ENETDOWN || err == EHOSTDOWN;
+}
+
+int write_error(struct output *o, struct weir_error *e, const char *what)
+{
+    if (errno == ECANCELED)
+        return STEP_STOP;
+    if (o->t.is_socket && breaks_connection(errno)) {
+        sync_lock(&o->p->lock);
+        if (!o->broken) {
+            o->broken = true;
+            snprintf(o->broken_why, sizeof o->broken_why, "%s",
+                     errno == ETIMEDOUT ? "no progress" : strerror(errno));
+        }
+        sync_unlock(&o->p->lock);
+    }
+    if (errno == ETIMEDOUT)
+        error_set(e, o->t.status, "%s: no progress for %g s", o->t.name,
+                  o->p->cfg->tcp.io_timeout);
+    else if (errno == EPIPE && !o->t.is_socket)
+        error_set(e, o->t.status, "%s: %s: Broken pipe (the reader closed it early)", o->t.name,
+                  what);
+    else
+        error_sys(e, o->t.status, errno, "%s: %s", o->t.name, what);
+    return STEP_FAIL;
+}
+
+/* A consumer that stopped reading: what it ended with says more than EPIPE. */
+int consumer_quit(struct output *o, struct weir_error *e)
+{
+    struct weir_error verdict;
+    child_exited_within(&o->child, CONSUMER_PATIENCE);
+    if (transport_close(&o->t, false, &o->halt, &verdict) != 0)
+        *e = verdict;
+    else
+        error_set(e, WEIR_EXIT_OUTPUT, "%s exited with status 0 before it read all its input",
+                  o->child.name);
+    return STEP_FAIL;
+}
+
+/* The back channel found the connection broken while this writer waited
+ * for data: a failure the writer reconnects for. */
+int broke_while_idle(struct output *o, struct weir_error *e)
+{
+    sync_lock(&o->p->lock);
+    error_set(e, WEIR_EXIT_NETWORK, "%s: %s", o->t.name, o->broken_why);
+    sync_unlock(&o->p->lock);
+    return STEP_FAIL;
+}
+
+/* Whether the receiver waits for this sender's word that it read the
+ * answer: both offer CODEC_FEATURE_ANSWER_READ (this end always does), and
+ * the session may resume (the receiver named it), since only then can a
+ * receiver give an answer lost on the way again.  Lock held, or the
+ * writer's own thread (the session is named long before the end). */
+bool says_read(const struct output *o)
+{
+    return (o->session.peer_features & CODEC_FEATURE_ANSWER_READ) && o->resumable;
+}
+
+int refuse_hole(struct output *o, struct weir_error *e)
+{
+    return error_set(e, WEIR_EXIT_NETWORK, "%s: the data has holes, and the receiver (an "
+                     "older weir) cannot take them in a compressed stream: upgrade it, or "
+                     "send without -z", o->t.name), STEP_FAIL;
+}
+
+/* Decide how this output passes holes, once it is open and greeted. */
+void plan_holes(struct output *o)
+{
+    struct pipeline *p = o->p;
+    if (p->encode)
+        o->holes = o->form == CODEC_FORM_FRAME ? HOLES_FRAME
+                   : session_holes(&o->session) ? HOLES_RECORD : HOLES_REFUSED;
+    else if (o->session.frame)
+        o->holes = session_holes(&o->session) ? HOLES_RECORD : HOLES_ZEROS;
+    else
+        o->holes = transport_skips_holes(&o->t) ? HOLES_SKIP : HOLES_ZEROS;
+}
