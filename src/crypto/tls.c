@@ -254,9 +254,12 @@ static int failed(struct tls_handshake *h, struct weir_error *err)
     if (h->c->server && h->excluded)
         return error_set(err, WEIR_EXIT_NETWORK, "the sender's key '%s' is not the one this "
                          "listener takes (--key-id %s)", h->identity, h->c->key->id);
-    if (h->c->server && (h->unknown || !h->identity[0]))
+    if (h->c->server && !h->unknown && !h->identity[0])
+        return error_set(err, WEIR_EXIT_NETWORK, "it offered no key (a TLS client without "
+                         "weir's pre-shared key, not a keyed weir)");
+    if (h->c->server && h->unknown)
         return error_set(err, WEIR_EXIT_NETWORK, "the sender's key '%s' is not in the key file",
-                         h->identity[0] ? h->identity : "?");
+                         h->identity);
     if (reason == SSL_R_BINDER_DOES_NOT_VERIFY || reason == SSL_R_TLSV1_ALERT_DECRYPT_ERROR ||
         reason == SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC ||
         reason == SSL_R_TLSV1_ALERT_DECRYPTION_FAILED ||
