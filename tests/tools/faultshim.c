@@ -23,6 +23,13 @@
  *   sigwait_late=MS     sigtimedwait() sleeps MS milliseconds, then takes only
  *                       what is pending (a busy main thread: the children
  *                       die of a group's signal before weir takes its own)
+ *   seal_slow=MS        EVP_EncryptFinal_ex() (OpenSSL) sleeps MS milliseconds
+ *                       before the real one when the record it ends holds
+ *                       1 KiB or more of plaintext: a data block sealed slowly
+ *                       (by a worker, with -T), while an abort, a frame's
+ *                       prefix or suffix and the handshake's records go at
+ *                       once; a keyed sender's connection can then go while
+ *                       a block is still being sealed for it
  *
  * Everything else passes straight through to libc.
  */
@@ -46,6 +53,9 @@
 
 static atomic_ullong counter;
 static atomic_ullong moved;
+
+/* seal_slow: the plaintext this thread put into the record it is sealing */
+static _Thread_local unsigned long long seal_plain;
 
 static const char *fault(const char *name)
 {
@@ -81,6 +91,14 @@ static __typeof__(ftruncate) *real_ftruncate;
 static __typeof__(lseek) *real_lseek;
 static __typeof__(sigtimedwait) *real_sigtimedwait;
 
+/* OpenSSL's, declared here so that the shim needs no OpenSSL headers (and
+ * links no OpenSSL: found at run time, when the program has it) */
+int EVP_EncryptUpdate(void *ctx, unsigned char *out, int *outl, const unsigned char *in,
+                      int inl);
+int EVP_EncryptFinal_ex(void *ctx, unsigned char *out, int *outl);
+static __typeof__(EVP_EncryptUpdate) *real_EVP_EncryptUpdate;
+static __typeof__(EVP_EncryptFinal_ex) *real_EVP_EncryptFinal_ex;
+
 __attribute__((constructor)) static void shim_init(void)
 {
     real_read = (__typeof__(read) *)dlsym(RTLD_NEXT, "read");
@@ -94,6 +112,10 @@ __attribute__((constructor)) static void shim_init(void)
     real_ftruncate = (__typeof__(ftruncate) *)dlsym(RTLD_NEXT, "ftruncate");
     real_lseek = (__typeof__(lseek) *)dlsym(RTLD_NEXT, "lseek");
     real_sigtimedwait = (__typeof__(sigtimedwait) *)dlsym(RTLD_NEXT, "sigtimedwait");
+    real_EVP_EncryptUpdate =
+        (__typeof__(EVP_EncryptUpdate) *)dlsym(RTLD_NEXT, "EVP_EncryptUpdate");
+    real_EVP_EncryptFinal_ex =
+        (__typeof__(EVP_EncryptFinal_ex) *)dlsym(RTLD_NEXT, "EVP_EncryptFinal_ex");
 }
 
 #define REAL(fn) if (!real_##fn) shim_init()
@@ -294,4 +316,34 @@ int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ti
         ;
     struct timespec zero = {0, 0};
     return real_sigtimedwait(set, info, &zero);
+}
+
+/* seal_slow: count the record's plaintext (an update with no output is its
+ * associated data, the header) */
+int EVP_EncryptUpdate(void *ctx, unsigned char *out, int *outl, const unsigned char *in,
+                      int inl)
+{
+    REAL(EVP_EncryptUpdate);
+    if (!real_EVP_EncryptUpdate)
+        abort();   /* only a program that has OpenSSL calls it */
+    if (out && inl > 0)
+        seal_plain += (unsigned long long)inl;
+    return real_EVP_EncryptUpdate(ctx, out, outl, in, inl);
+}
+
+int EVP_EncryptFinal_ex(void *ctx, unsigned char *out, int *outl)
+{
+    REAL(EVP_EncryptFinal_ex);
+    if (!real_EVP_EncryptFinal_ex)
+        abort();
+    unsigned long long ms = fault_num("seal_slow"), plain = seal_plain;
+    seal_plain = 0;
+    if (ms && plain >= 1024) {
+        /* the whole time, signals or not: the block is still being sealed */
+        struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                              .tv_nsec = (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+    return real_EVP_EncryptFinal_ex(ctx, out, outl);
 }

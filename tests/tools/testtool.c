@@ -16,6 +16,12 @@
  *                              and send them in one write, so the server
  *                              reads them at once
  *         flip   N             flip the lowest bit of byte N
+ *         sealdrop K           (a keyed stream) after the greeting and the
+ *                              client's TLS handshake, pass its first K
+ *                              sealed data records, then drop every data
+ *                              record and pass only control records (an
+ *                              abort): an attacker on the path who would
+ *                              have the abort stand for what it dropped
  *         drop   K             leave out data block K of a weir stream
  *         dup    K             send data block K of a weir stream twice
  *         swap   K             send data blocks K and K+1 in swapped order
@@ -198,7 +204,8 @@ static uint32_t get32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-enum mode { PASS, CUT, RESET, STALL, FLIP, ZEROSTATUS, RECORD, GATHER, DROP, DUP, SWAP };
+enum mode { PASS, CUT, RESET, STALL, FLIP, ZEROSTATUS, RECORD, GATHER, DROP, DUP, SWAP,
+            SEALDROP };
 
 struct fault {
     enum mode mode;
@@ -250,9 +257,48 @@ static void hard_close(int fd)
     close(fd);
 }
 
+/* sealdrop: the client's bytes in whole units: its greeting (a weir
+ * record), its TLS records up to the first application-data one (its
+ * Finished), then sealed records (a little-endian body length, 'R', the
+ * flags).  f->done is the phase, f->sent the sealed data records passed. */
+static int seal_drop(struct fault *f, int server, const unsigned char *data, size_t n)
+{
+    collect(f, data, n);
+    size_t off = 0;
+    for (;;) {
+        size_t left = f->len - off, unit;
+        const unsigned char *u = f->buf + off;
+        if (f->done == 0 && left >= 8)
+            unit = 8 + get32(u + 4);
+        else if (f->done == 1 && left >= 5)
+            unit = 5 + ((size_t)u[3] << 8 | u[4]);
+        else if (f->done == 2 && left >= 8)
+            unit = 8 + get32(u);
+        else
+            break;
+        if (left < unit)
+            break;
+        int pass = 1;
+        if (f->done == 2 && !(u[5] & 0x02))   /* a data record */
+            pass = f->sent++ < f->at;
+        if (pass && write_all(server, u, unit))
+            return 0;
+        if (f->done == 0)
+            f->done = 1;
+        else if (f->done == 1 && u[0] == 0x17)
+            f->done = 2;
+        off += unit;
+    }
+    memmove(f->buf, f->buf + off, f->len - off);
+    f->len -= off;
+    return 1;
+}
+
 /* Returns 1 to keep relaying, 0 when the fault ended the connection. */
 static int forward(struct fault *f, int client, int server, unsigned char *data, size_t n)
 {
+    if (f->mode == SEALDROP)
+        return seal_drop(f, server, data, n);
     if (f->mode >= DROP) {
         collect(f, data, n);
         return 1;
@@ -378,7 +424,7 @@ static int relay(struct fault *f, int client, int server)
             ssize_t n = read(client, data, sizeof data);
             if (n <= 0) {
                 up_open = 0;
-                if (f->mode >= DROP) {
+                if (f->mode >= DROP && f->mode != SEALDROP) {
                     send_rearranged(f, server);
                 } else {
                     if (f->mode == GATHER && f->done == 1)
@@ -410,7 +456,7 @@ static int relay(struct fault *f, int client, int server)
 static int cmd_proxy(int argc, char **argv)
 {
     static const char *names[] = {"pass", "cut", "reset", "stall", "flip", "zerostatus",
-                                  "record", "gather", "drop", "dup", "swap"};
+                                  "record", "gather", "drop", "dup", "swap", "sealdrop"};
     struct fault f = {0};
     int target = atoi(argv[2]);
     int m = -1;
