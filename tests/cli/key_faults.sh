@@ -29,7 +29,8 @@ listen_keyed() {
 
 # 1. data records dropped, the abort let through: after the stream header
 # and one whole block (its prefix, data and suffix records), nothing but
-# control records passes
+# control records passes.  The producer fails a second after its last byte,
+# so the sender has sent every block before it aborts.
 listen_keyed "$TMP/out" "$TMP/lerr"
 "$TESTTOOL" proxy "$LPORT" sealdrop 4 >"$TMP/proxy.out" &
 PIDS+=($!)
@@ -37,7 +38,7 @@ wait_for "$TMP/proxy.out" "proxy listening on" 10
 PPORT=$(awk '{print $4}' "$TMP/proxy.out")
 expect 3 "the sender whose producer fails (exit 3)" \
     "$WEIR" -q --key-file "$TMP/k" -O "127.0.0.1:$PPORT" -- \
-    sh -c "head -c $(sized 20000000 6000000) /dev/urandom; exit 3"
+    sh -c "head -c $(sized 20000000 6000000) /dev/urandom; sleep 1; exit 3"
 wait_bounded "$LPID" 30
 [ "$STATUS" -eq 6 ] || { cat "$TMP/lerr" >&2; fail "dropped records, then the abort: the receiver exited $STATUS, want 6"; }
 ok "dropped records, then the abort: the receiver calls it a forgery (exit 6)"
