@@ -128,33 +128,46 @@ int sync_pending_stop(void)
 static void *stop_watch_main(void *arg)
 {
     struct sync_stop_watch *w = arg;
+    sync_lock(&w->lock);
     while (atomic_load(&w->running)) {
         int sig = sync_pending_stop();
         if (sig) {
             atomic_store(&w->sig, sig);
             atomic_store(&w->halt, true);
-            return NULL;
+            break;
         }
-        struct timespec ts = {0, 50 * 1000000L};
-        nanosleep(&ts, NULL);
+        struct timespec until = clock_deadline(0.05);
+        sync_wait_until(&w->cv, &w->lock, &until);
     }
+    sync_unlock(&w->lock);
     return NULL;
 }
 
 int sync_stop_watch_start(struct sync_stop_watch *w, struct weir_error *err)
 {
+    sync_mutex_init(&w->lock);
+    sync_cond_init(&w->cv);
     atomic_store(&w->running, true);
-    if (sync_create(&w->thread, stop_watch_main, w, err))
+    if (sync_create(&w->thread, stop_watch_main, w, err)) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->lock);
         return -1;
+    }
     w->started = true;
     return 0;
 }
 
 void sync_stop_watch_end(struct sync_stop_watch *w)
 {
+    if (!w->started)
+        return;
+    sync_lock(&w->lock);
     atomic_store(&w->running, false);
-    if (w->started)
-        sync_join(w->thread);
+    sync_signal(&w->cv);
+    sync_unlock(&w->lock);
+    sync_join(w->thread);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->lock);
     w->started = false;
 }
 

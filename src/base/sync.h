@@ -71,6 +71,8 @@ struct sync_stop_watch {
     atomic_bool running;  /* between start and end */
     pthread_t thread;
     bool started;         /* the owner's */
+    pthread_mutex_t lock; /* _end wakes the thread at once, not after its 50 ms */
+    pthread_cond_t cv;
 };
 int sync_stop_watch_start(struct sync_stop_watch *w, struct weir_error *err);
 void sync_stop_watch_end(struct sync_stop_watch *w);

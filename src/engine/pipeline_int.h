@@ -277,6 +277,9 @@ struct pipeline {
     pthread_t reader;
     bool reader_started;
     bool reader_running;       /* lock */
+    /* lock: the reader watches a sender's connection until the outputs are
+     * done (after the trailer); a thread that ends wakes it to look */
+    bool reader_watching;
     struct ratelimit read_rl;  /* owned by the reader */
 
     struct output out[WEIR_MAX_OUTPUTS];

@@ -870,6 +870,15 @@ static int read_input(struct reader *r, struct weir_error *e)
     return rc;
 }
 
+/* Whether the reader watches the sender's connection for the outputs'
+ * end (thread_done then wakes it). */
+static void set_watching(struct pipeline *p, bool on)
+{
+    sync_lock(&p->lock);
+    p->reader_watching = on;
+    sync_unlock(&p->lock);
+}
+
 /* Whether every output has finished (its thread ended). */
 static bool outputs_done(struct pipeline *p)
 {
@@ -890,22 +899,24 @@ static bool outputs_done(struct pipeline *p)
 static void watch_after_trailer(struct reader *r)
 {
     struct pipeline *p = r->p;
+    set_watching(p, true);
     while (!atomic_load(&p->stop) && !outputs_done(p)) {
         struct pollfd pf = {.fd = p->in.fd, .events = POLLIN};
-        int n = poll(&pf, 1, 100);
+        int n = poll(&pf, 1, 100);   /* an output that ends wakes it (thread_done) */
         if (n < 0 && errno != EINTR)
-            return;
+            break;
         if (n <= 0)
             continue;
         char c;
         ssize_t k = recv(p->in.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
         if (k > 0)
-            return;   /* bytes (a trailer sent again): the answer's drain reads them */
+            break;   /* bytes (a trailer sent again): the answer's drain reads them */
         if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             r->broke_whole = true;   /* the sender comes back for its answer */
-            return;
+            break;
         }
     }
+    set_watching(p, false);
 }
 
 /* The input ended or failed: close it (a producer is waited for, so its

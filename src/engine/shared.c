@@ -90,7 +90,10 @@ void thread_done(struct pipeline *p, bool *running_flag)
     sync_lock(&p->lock);
     *running_flag = false;
     p->running--;
+    bool watching = p->reader_watching;
     sync_unlock(&p->lock);
+    if (watching)
+        sync_kill(p->reader, WAKE_SIGNAL);   /* perhaps the last output: look now */
     sync_kill(p->main_thread, WAKE_SIGNAL);
 }
 
