@@ -31,15 +31,22 @@ listen_keyed() {
 # and one whole block (its prefix, data and suffix records), nothing but
 # control records passes.  The producer fails a second after its last byte,
 # so the sender has sent every block before it aborts.
-listen_keyed "$TMP/out" "$TMP/lerr"
-"$TESTTOOL" proxy "$LPORT" sealdrop 4 >"$TMP/proxy.out" &
-PIDS+=($!)
-wait_for "$TMP/proxy.out" "proxy listening on" 10
-PPORT=$(awk '{print $4}' "$TMP/proxy.out")
-expect 3 "the sender whose producer fails (exit 3)" \
-    "$WEIR" -q --key-file "$TMP/k" -O "127.0.0.1:$PPORT" -- \
-    sh -c "head -c $(sized 20000000 6000000) /dev/urandom; sleep 1; exit 3"
-wait_bounded "$LPID" 30
+# abort_through KEEP BYTES LABEL: a keyed sender whose producer writes
+# BYTES and fails (exit 3) a second later, through a proxy that passes its
+# first KEEP sealed data records and then only control records; sets
+# STATUS, the receiver's exit status
+abort_through() {
+    listen_keyed "$TMP/out" "$TMP/lerr"
+    "$TESTTOOL" proxy "$LPORT" sealdrop "$1" >"$TMP/proxy.out" &
+    PIDS+=($!)
+    wait_for "$TMP/proxy.out" "proxy listening on" 10
+    PPORT=$(awk '{print $4}' "$TMP/proxy.out")
+    expect 3 "$3: the sender whose producer fails" \
+        "$WEIR" -q --key-file "$TMP/k" -O "127.0.0.1:$PPORT" -- \
+        sh -c "head -c $2 /dev/urandom; sleep 1; exit 3"
+    wait_bounded "$LPID" 30
+}
+abort_through 4 "$(sized 20000000 6000000)" "dropped records"
 [ "$STATUS" -eq 6 ] || { cat "$TMP/lerr" >&2; fail "dropped records, then the abort: the receiver exited $STATUS, want 6"; }
 ok "dropped records, then the abort: the receiver calls it a forgery (exit 6)"
 has_msg "$TMP/lerr" "an encrypted record does not open (corrupt, forged, dropped" \
@@ -48,15 +55,7 @@ grep -q "exited with status 3" "$TMP/lerr" &&
     fail "the receiver took the abort for the sender's reason"
 ok "the receiver does not pass on an abort that stands for dropped records"
 # the control case: the same proxy passing everything gives the sender's reason
-listen_keyed "$TMP/out" "$TMP/lerr"
-"$TESTTOOL" proxy "$LPORT" sealdrop 1000000 >"$TMP/proxy.out" &
-PIDS+=($!)
-wait_for "$TMP/proxy.out" "proxy listening on" 10
-PPORT=$(awk '{print $4}' "$TMP/proxy.out")
-expect 3 "the same sender through a proxy that drops nothing" \
-    "$WEIR" -q --key-file "$TMP/k" -O "127.0.0.1:$PPORT" -- \
-    sh -c "head -c 3000000 /dev/urandom; exit 3"
-wait_bounded "$LPID" 30
+abort_through 1000000 3000000 "nothing dropped"
 [ "$STATUS" -eq 3 ] || { cat "$TMP/lerr" >&2; fail "a whole abort: the receiver exited $STATUS, want 3"; }
 has_msg "$TMP/lerr" "exited with status 3" "a whole abort gives the sender's reason"
 
