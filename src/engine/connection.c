@@ -185,18 +185,12 @@ static void say_read(struct output *o, uint64_t bytes, uint64_t chain)
  * --timeout bounds the silence, not the wait: a receiver draining into a
  * slow consumer keeps saying so.  A receiver that waits for this sender's
  * word ('D') gets no end of file before it: the trailer ended the stream. */
-int await_answer(struct output *o, struct weir_error *e)
+/* Wait (lock held) until the back channel has the receiver's answer, the
+ * output must stop, or the receiver is silent for limit seconds (0: for
+ * ever); true when it fell silent. */
+static bool wait_for_answer_locked(struct output *o, double limit)
 {
     struct pipeline *p = o->p;
-    if (!says_read(o) && o->t.ops->half_close(&o->t, e)) {
-        if (breaks_connection(errno))
-            (void)write_error(o, e, "shutdown");   /* a break: it may resume */
-        return STEP_FAIL;
-    }
-    double limit = p->cfg->tcp.io_timeout;
-    if (limit > 0 && limit < CODEC_SILENCE_MIN)
-        limit = CODEC_SILENCE_MIN;
-    sync_lock(&p->lock);
     o->awaiting = true;
     if (!(o->session.peer_features & CODEC_FEATURE_KEEPALIVE))
         o->last_heard = clock_now();   /* a receiver without keepalives: bound the wait */
@@ -223,6 +217,44 @@ int await_answer(struct output *o, struct weir_error *e)
         snprintf(o->broken_why, sizeof o->broken_why, "the receiver said nothing for %g s "
                  "after the stream's end", limit);
     }
+    return timed_out;
+}
+
+/* A success answer holds only for this stream: its chain and its count. */
+static int answer_matches(struct output *o, uint64_t acked, uint64_t chain,
+                          struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    uint64_t sent = o->session.frame ? session_framed_bytes(&o->session) : p->data_bytes;
+    sync_lock(&p->lock);
+    uint64_t mine = o->session.frame ? session_framed_chain(&o->session) : p->chain;
+    sync_unlock(&p->lock);
+    /* the chain binds the answer to this stream: a receiver that did not
+     * verify it (or an answer sent before it arrived) cannot know it */
+    if (chain != mine)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver's answer is for another "
+                         "stream (its chain differs)", o->t.name), STEP_FAIL;
+    if (acked != sent)
+        return error_set(e, WEIR_EXIT_NETWORK,
+                         "%s: the receiver confirmed %llu bytes, but %llu were sent",
+                         o->t.name, (unsigned long long)acked, (unsigned long long)sent),
+               STEP_FAIL;
+    return STEP_OK;
+}
+
+int await_answer(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    if (!says_read(o) && o->t.ops->half_close(&o->t, e)) {
+        if (breaks_connection(errno))
+            (void)write_error(o, e, "shutdown");   /* a break: it may resume */
+        return STEP_FAIL;
+    }
+    double limit = p->cfg->tcp.io_timeout;
+    if (limit > 0 && limit < CODEC_SILENCE_MIN)
+        limit = CODEC_SILENCE_MIN;
+    sync_lock(&p->lock);
+    bool timed_out = wait_for_answer_locked(o, limit);
     bool received = o->status_received, broken = o->broken;
     int code = o->status_code;
     uint64_t acked = o->status_bytes, chain = o->status_chain;
@@ -239,21 +271,7 @@ int await_answer(struct output *o, struct weir_error *e)
                          "before it answered", o->t.name, limit), STEP_FAIL;
     if (!received)
         return STEP_STOP;   /* stopping, or the back channel has reported the failure */
-    uint64_t sent = o->session.frame ? session_framed_bytes(&o->session) : p->data_bytes;
-    sync_lock(&p->lock);
-    uint64_t mine = o->session.frame ? session_framed_chain(&o->session) : p->chain;
-    sync_unlock(&p->lock);
-    /* the chain binds the answer to this stream: a receiver that did not
-     * verify it (or an answer sent before it arrived) cannot know it */
-    if (chain != mine)
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver's answer is for another "
-                         "stream (its chain differs)", o->t.name), STEP_FAIL;
-    if (acked != sent)
-        return error_set(e, WEIR_EXIT_NETWORK,
-                         "%s: the receiver confirmed %llu bytes, but %llu were sent",
-                         o->t.name, (unsigned long long)acked, (unsigned long long)sent),
-               STEP_FAIL;
-    return STEP_OK;
+    return answer_matches(o, acked, chain, e);
 }
 
 /* A --raw sender cannot know that its data arrived, but it can know that
