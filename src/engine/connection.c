@@ -185,18 +185,12 @@ static void say_read(struct output *o, uint64_t bytes, uint64_t chain)
  * --timeout bounds the silence, not the wait: a receiver draining into a
  * slow consumer keeps saying so.  A receiver that waits for this sender's
  * word ('D') gets no end of file before it: the trailer ended the stream. */
-int await_answer(struct output *o, struct weir_error *e)
+/* Wait (lock held) until the back channel has the receiver's answer, the
+ * output must stop, or the receiver is silent for limit seconds (0: for
+ * ever); true when it fell silent. */
+static bool wait_for_answer_locked(struct output *o, double limit)
 {
     struct pipeline *p = o->p;
-    if (!says_read(o) && o->t.ops->half_close(&o->t, e)) {
-        if (breaks_connection(errno))
-            (void)write_error(o, e, "shutdown");   /* a break: it may resume */
-        return STEP_FAIL;
-    }
-    double limit = p->cfg->tcp.io_timeout;
-    if (limit > 0 && limit < CODEC_SILENCE_MIN)
-        limit = CODEC_SILENCE_MIN;
-    sync_lock(&p->lock);
     o->awaiting = true;
     if (!(o->session.peer_features & CODEC_FEATURE_KEEPALIVE))
         o->last_heard = clock_now();   /* a receiver without keepalives: bound the wait */
@@ -223,6 +217,44 @@ int await_answer(struct output *o, struct weir_error *e)
         snprintf(o->broken_why, sizeof o->broken_why, "the receiver said nothing for %g s "
                  "after the stream's end", limit);
     }
+    return timed_out;
+}
+
+/* A success answer holds only for this stream: its chain and its count. */
+static int answer_matches(struct output *o, uint64_t acked, uint64_t chain,
+                          struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    uint64_t sent = o->session.frame ? session_framed_bytes(&o->session) : p->data_bytes;
+    sync_lock(&p->lock);
+    uint64_t mine = o->session.frame ? session_framed_chain(&o->session) : p->chain;
+    sync_unlock(&p->lock);
+    /* the chain binds the answer to this stream: a receiver that did not
+     * verify it (or an answer sent before it arrived) cannot know it */
+    if (chain != mine)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver's answer is for another "
+                         "stream (its chain differs)", o->t.name), STEP_FAIL;
+    if (acked != sent)
+        return error_set(e, WEIR_EXIT_NETWORK,
+                         "%s: the receiver confirmed %llu bytes, but %llu were sent",
+                         o->t.name, (unsigned long long)acked, (unsigned long long)sent),
+               STEP_FAIL;
+    return STEP_OK;
+}
+
+int await_answer(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    if (!says_read(o) && o->t.ops->half_close(&o->t, e)) {
+        if (breaks_connection(errno))
+            (void)write_error(o, e, "shutdown");   /* a break: it may resume */
+        return STEP_FAIL;
+    }
+    double limit = p->cfg->tcp.io_timeout;
+    if (limit > 0 && limit < CODEC_SILENCE_MIN)
+        limit = CODEC_SILENCE_MIN;
+    sync_lock(&p->lock);
+    bool timed_out = wait_for_answer_locked(o, limit);
     bool received = o->status_received, broken = o->broken;
     int code = o->status_code;
     uint64_t acked = o->status_bytes, chain = o->status_chain;
@@ -239,21 +271,7 @@ int await_answer(struct output *o, struct weir_error *e)
                          "before it answered", o->t.name, limit), STEP_FAIL;
     if (!received)
         return STEP_STOP;   /* stopping, or the back channel has reported the failure */
-    uint64_t sent = o->session.frame ? session_framed_bytes(&o->session) : p->data_bytes;
-    sync_lock(&p->lock);
-    uint64_t mine = o->session.frame ? session_framed_chain(&o->session) : p->chain;
-    sync_unlock(&p->lock);
-    /* the chain binds the answer to this stream: a receiver that did not
-     * verify it (or an answer sent before it arrived) cannot know it */
-    if (chain != mine)
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver's answer is for another "
-                         "stream (its chain differs)", o->t.name), STEP_FAIL;
-    if (acked != sent)
-        return error_set(e, WEIR_EXIT_NETWORK,
-                         "%s: the receiver confirmed %llu bytes, but %llu were sent",
-                         o->t.name, (unsigned long long)acked, (unsigned long long)sent),
-               STEP_FAIL;
-    return STEP_OK;
+    return answer_matches(o, acked, chain, e);
 }
 
 /* A --raw sender cannot know that its data arrived, but it can know that
@@ -402,75 +420,88 @@ static int hear_session_name(struct output *o, double limit, struct weir_error *
 }
 
 /* Connect (for -O), hear the receiver's greeting, begin the stream. */
-int writer_open(struct output *o, bool once, struct weir_error *e)
+/* Connect a TCP output (unless the engine was handed the connection). */
+static int connect_output(struct output *o, bool once, struct weir_error *e)
 {
     struct pipeline *p = o->p;
-    const struct weir_config *c = p->cfg;
-    bool tcp = o->spec->kind == WEIR_OUT_TCP;
-    bool greet = tcp && !c->tcp.raw;
-    if (tcp) {
-        int fd = o->spec->fd;   /* connected: the engine takes it over */
-        struct tcp_settings settings = c->tcp;
-        if (once)
-            settings.connect_timeout = 0;
-        if (!o->spec->connected &&
-            tcp_connect(o->spec->host, o->spec->port, &settings, &o->halt, p->log, o->name, &fd,
-                        e))
-            return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
-        transport_tcp(&o->t, fd, o->name);
-        o->t.wire_tx = &o->net;   /* what it sends, at the socket, for snapshots */
-    }
-    if (c->watchdog > 0)
-        transport_pace_writes(&o->t);   /* -W sees a slow pipe or disk take a block */
-    uint32_t block_max = p->encode ? p->piece_max : p->wire_block_max;
-    session_out_init(&o->session, &o->t, greet, greet && !p->encode,
-                     p->encode && o->form == CODEC_FORM_WEIR, block_max);
+    int fd = o->spec->fd;   /* connected: the engine takes it over */
+    struct tcp_settings settings = p->cfg->tcp;
+    if (once)
+        settings.connect_timeout = 0;
+    if (!o->spec->connected &&
+        tcp_connect(o->spec->host, o->spec->port, &settings, &o->halt, p->log, o->name, &fd, e))
+        return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+    transport_tcp(&o->t, fd, o->name);
+    o->t.wire_tx = &o->net;   /* what it sends, at the socket, for snapshots */
+    return STEP_OK;
+}
+
+/* Whether a break of this session can be resumed: the buffer must hold
+ * what travels unconfirmed; say so when --reconnect asks for it in vain. */
+static void plan_resuming(struct output *o, bool greet, bool once)
+{
+    const struct weir_config *c = o->p->cfg;
     o->session.resume = greet && c->reconnect > 0 && c->mem >= RESUME_MIN_BUFFER &&
                         c->block > 0 && c->mem / c->block >= RESUME_MIN_BLOCKS;
     if (greet && c->reconnect > 0 && !o->session.resume && !once)
-        log_msg(p->log, LOG_INFO, "%s: a break will not be resumed: the buffer (%llu KiB, "
+        log_msg(o->p->log, LOG_INFO, "%s: a break will not be resumed: the buffer (%llu KiB, "
                 "%llu blocks) is under the %u MiB and %u blocks resuming needs (-m, -s)", o->name,
                 (unsigned long long)(c->mem >> 10),
                 (unsigned long long)(c->block ? c->mem / c->block : 0),
                 RESUME_MIN_BUFFER >> 20, RESUME_MIN_BLOCKS);
-    double limit = LISTENER_HANDSHAKE_SECS;
-    if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)
-        limit = c->tcp.io_timeout;
-    if (greet) {
-        double wait = c->plain_after > 0 && c->plain_after < limit ? c->plain_after : limit;
-        if (session_read_greeting(&o->session, wait, &o->halt, e)) {
-            if (atomic_load(&o->halt))
-                return STEP_STOP;
-            if (!(c->plain_after > 0 && o->session.peer_silent))
-                return STEP_FAIL;
-            /* mbuffer, nc or socat: they never greet, and take plain bytes */
-            log_msg(p->log, LOG_INFO, "%s: no weir greeting within %g s: sending plain bytes, "
-                    "as mbuffer does (the end cannot be verified)", o->t.name, wait);
-            o->plain_fallback = true;
-            greet = false;
-            session_out_init(&o->session, &o->t, false, false, false, block_max);
-        }
-    }
-    if (greet) {
-        int rc = check_keys(o, e);
-        if (rc == STEP_OK && p->keyed &&
-            session_greet_keyed(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
-            rc = errno == ECANCELED ? STEP_STOP : STEP_FAIL;
-        if (rc == STEP_OK && p->keyed)
-            rc = client_handshake(o, limit, e);
-        if (rc != STEP_OK)
-            return rc;
-        if (rc == STEP_OK && o->session.resume &&
-            (o->session.peer_features & CODEC_FEATURE_RESUME))
-            rc = keep_for_resuming(o, e);
-        if (rc != STEP_OK)
-            return rc;
-        sync_lock(&p->lock);
-        o->last_heard = clock_now();
-        sync_unlock(&p->lock);
-        if (!o->may_resume && start_backchannel(o, e))
-            return STEP_FAIL;
-    }
+}
+
+/* The receiver's greeting within limit seconds; *greet turns false when
+ * it sent none and --plain-after lets the output fall back to plain bytes. */
+static int hear_receiver(struct output *o, double limit, uint32_t block_max, bool *greet,
+                         struct weir_error *e)
+{
+    const struct weir_config *c = o->p->cfg;
+    double wait = c->plain_after > 0 && c->plain_after < limit ? c->plain_after : limit;
+    if (!session_read_greeting(&o->session, wait, &o->halt, e))
+        return STEP_OK;
+    if (atomic_load(&o->halt))
+        return STEP_STOP;
+    if (!(c->plain_after > 0 && o->session.peer_silent))
+        return STEP_FAIL;
+    /* mbuffer, nc or socat: they never greet, and take plain bytes */
+    log_msg(o->p->log, LOG_INFO, "%s: no weir greeting within %g s: sending plain bytes, as "
+            "mbuffer does (the end cannot be verified)", o->t.name, wait);
+    o->plain_fallback = true;
+    *greet = false;
+    session_out_init(&o->session, &o->t, false, false, false, block_max);
+    return STEP_OK;
+}
+
+/* A greeted receiver: the keys, the handshake, what resuming needs, and
+ * the back channel (at once, unless the session must be named first). */
+static int meet_receiver(struct output *o, double limit, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    int rc = check_keys(o, e);
+    if (rc == STEP_OK && p->keyed &&
+        session_greet_keyed(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
+        rc = errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+    if (rc == STEP_OK && p->keyed)
+        rc = client_handshake(o, limit, e);
+    if (rc == STEP_OK && o->session.resume && (o->session.peer_features & CODEC_FEATURE_RESUME))
+        rc = keep_for_resuming(o, e);
+    if (rc != STEP_OK)
+        return rc;
+    sync_lock(&p->lock);
+    o->last_heard = clock_now();
+    sync_unlock(&p->lock);
+    if (!o->may_resume && start_backchannel(o, e))
+        return STEP_FAIL;
+    return STEP_OK;
+}
+
+/* The stream's beginning: its header (noted for resuming), the session's
+ * name from a receiver that may resume, the holes' plan, and the header
+ * of the one LZ4 frame of a -z output that is not a weir stream. */
+static int begin_stream(struct output *o, double limit, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
     if (mark(o, MARK_HEADER, 0))
         return write_error(o, e, "write");
     if (session_begin(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
@@ -489,14 +520,40 @@ int writer_open(struct output *o, bool once, struct weir_error *e)
     }
     plan_holes(o);
     if (p->encode && o->form == CODEC_FORM_FRAME) {
-        /* the header of the one LZ4 frame; the pieces follow, the end
-         * comes from the buffer's last slot */
+        /* the pieces follow; the end comes from the buffer's last slot */
         unsigned char hdr[CODEC_LZ4_HEADER_MAX];
         size_t n = codec_lz4_header(hdr, p->piece_max, p->sized, p->content_size);
         if (transport_write_all(&o->t, hdr, n, io_timeout_ms(p, &o->t), &o->halt))
             return errno == EPIPE && o->has_child ? consumer_quit(o, e)
                                                   : write_error(o, e, "write");
     }
+    return STEP_OK;
+}
+
+int writer_open(struct output *o, bool once, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    const struct weir_config *c = p->cfg;
+    bool tcp = o->spec->kind == WEIR_OUT_TCP;
+    bool greet = tcp && !c->tcp.raw;
+    int rc = tcp ? connect_output(o, once, e) : STEP_OK;
+    if (rc != STEP_OK)
+        return rc;
+    if (c->watchdog > 0)
+        transport_pace_writes(&o->t);   /* -W sees a slow pipe or disk take a block */
+    uint32_t block_max = p->encode ? p->piece_max : p->wire_block_max;
+    session_out_init(&o->session, &o->t, greet, greet && !p->encode,
+                     p->encode && o->form == CODEC_FORM_WEIR, block_max);
+    plan_resuming(o, greet, once);
+    double limit = LISTENER_HANDSHAKE_SECS;
+    if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)
+        limit = c->tcp.io_timeout;
+    if (greet && (rc = hear_receiver(o, limit, block_max, &greet, e)) != STEP_OK)
+        return rc;
+    if (greet && (rc = meet_receiver(o, limit, e)) != STEP_OK)
+        return rc;
+    if ((rc = begin_stream(o, limit, e)) != STEP_OK)
+        return rc;
     sync_lock(&p->lock);
     o->state = STATS_OUT_WRITING;
     sync_unlock(&p->lock);
@@ -612,98 +669,133 @@ static void pause_for(struct output *o, double secs)
  * --reconnect seconds, and go on from where it stopped.  A refused
  * connection ends the wait at once: nothing listens there any more, so the
  * receiver and its session are gone. */
-int reconnect(struct output *o, struct weir_error *e)
+/* One break of the connection, while reconnect() mends it. */
+struct break_state {
+    char cause[200];            /* how it broke */
+    uint64_t confirmed;         /* what the receiver had confirmed then */
+    double since, deadline;
+    char last[WEIR_ERROR_MAX];  /* why the last attempt failed */
+};
+
+#define TRY_AGAIN 4   /* an attempt failed in a way the next may not */
+
+static void break_begins(struct output *o, struct break_state *b)
 {
     struct pipeline *p = o->p;
-    const struct weir_config *c = p->cfg;
-    char cause[200];
     sync_lock(&p->lock);
-    snprintf(cause, sizeof cause, "%s", o->broken_why);
-    uint64_t confirmed = o->confirmed;
-    double since = clock_now();
-    o->gap_since = since;
+    snprintf(b->cause, sizeof b->cause, "%s", o->broken_why);
+    b->confirmed = o->confirmed;
+    b->since = clock_now();
+    o->gap_since = b->since;
     o->state = STATS_OUT_CONNECTING;
     sync_unlock(&p->lock);
+    b->deadline = b->since + p->cfg->reconnect;
+    b->last[0] = '\0';
     log_msg(p->log, LOG_WARN, "%s: the connection broke (%s); reconnecting for up to %g s",
-            o->name, cause, c->reconnect);
+            o->name, b->cause, p->cfg->reconnect);
     let_go(o);
-    double deadline = since + c->reconnect, backoff = 0.05;
-    char last[WEIR_ERROR_MAX] = "";
-    uint64_t at = 0;
-    int rc = STEP_FAIL;
+}
+
+/* Dial where the receiver was: STEP_OK with *fd, STEP_STOP, STEP_FAIL
+ * with *e (nothing listens there: the receiver is gone), or TRY_AGAIN. */
+static int dial_again(struct output *o, struct break_state *b, double limit, int *fd,
+                      struct weir_error *e)
+{
+    struct weir_error dial;
+    dial.msg[0] = '\0';
+    int dialled = o->spec->redial
+                      ? o->spec->redial(o->spec->redial_ctx, limit, &o->halt, fd, &dial)
+                      : tcp_connect_addr((struct sockaddr *)&o->peer_addr, o->peer_len, limit,
+                                         o->p->cfg->tcp.io_timeout, &o->halt, fd);
+    if (dialled == 0)
+        return STEP_OK;
+    int err = errno;
+    if (err == ECANCELED)
+        return STEP_STOP;
+    if (err == ECONNREFUSED) {
+        bool all = o->ended && b->confirmed >= o->session.sent;
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                         "receiver refuses a new one: it is gone; it had confirmed %llu bytes "
+                         "of the stream%s", o->name, b->cause, (unsigned long long)b->confirmed,
+                         all ? " (all of it, but its answer was lost)" : ""), STEP_FAIL;
+    }
+    if (dial.msg[0])
+        snprintf(b->last, sizeof b->last, "%s", dial.msg);
+    else
+        snprintf(b->last, sizeof b->last, "connect: %s", strerror(err));
+    return TRY_AGAIN;
+}
+
+/* On the new connection fd, take the session up again: STEP_OK with *at,
+ * STEP_STOP, STEP_FAIL with *e (it cannot resume), or TRY_AGAIN. */
+static int rejoin_on(struct output *o, struct break_state *b, int fd, double limit,
+                     uint64_t *at, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    transport_tcp(&o->t, fd, o->name);
+    o->t.wire_tx = &o->net;
+    sync_lock(&p->lock);
+    o->tx_gen++;   /* the workers seal for the new connection's keys */
+    sync_unlock(&p->lock);
+    bool refused;
+    struct weir_error why;
+    int rc = rejoin(o, limit, at, &refused, &why);
+    if (rc == STEP_OK)
+        return STEP_OK;
+    struct weir_error ignored;
+    o->t.ops->abort(&o->t);
+    transport_close(&o->t, false, &o->halt, &ignored);
+    transport_none(&o->t);
+    if (rc == STEP_STOP)
+        return STEP_STOP;
+    if (refused)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                         "session could not resume: %s", o->name, b->cause, why.msg), STEP_FAIL;
+    snprintf(b->last, sizeof b->last, "%s", why.msg);
+    return TRY_AGAIN;
+}
+
+/* Attempts until one takes the session up again, the break outlasts
+ * --reconnect, or the output must stop. */
+static int mend(struct output *o, struct break_state *b, uint64_t *at, struct weir_error *e)
+{
+    double backoff = 0.05;
     for (;;) {
-        if (atomic_load(&o->halt)) {
-            rc = STEP_STOP;
-            break;
-        }
-        double left = deadline - clock_now();
-        if (left <= 0) {
-            error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and no new one "
-                      "could be made within %g s%s%s; the receiver had confirmed %llu bytes of "
-                      "the stream", o->name, cause, c->reconnect, last[0] ? ": " : "", last,
-                      (unsigned long long)confirmed);
-            break;
-        }
+        if (atomic_load(&o->halt))
+            return STEP_STOP;
+        double left = b->deadline - clock_now();
+        if (left <= 0)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and no "
+                             "new one could be made within %g s%s%s; the receiver had "
+                             "confirmed %llu bytes of the stream", o->name, b->cause,
+                             o->p->cfg->reconnect, b->last[0] ? ": " : "", b->last,
+                             (unsigned long long)b->confirmed), STEP_FAIL;
         double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
         int fd;
-        struct weir_error dial;
-        dial.msg[0] = '\0';
-        int dialled = o->spec->redial
-                          ? o->spec->redial(o->spec->redial_ctx, limit, &o->halt, &fd, &dial)
-                          : tcp_connect_addr((struct sockaddr *)&o->peer_addr, o->peer_len,
-                                             limit, c->tcp.io_timeout, &o->halt, &fd);
-        if (dialled != 0) {
-            int err = errno;
-            if (err == ECANCELED) {
-                rc = STEP_STOP;
-                break;
-            }
-            if (err == ECONNREFUSED) {
-                bool all = o->ended && confirmed >= o->session.sent;
-                error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
-                          "receiver refuses a new one: it is gone; it had confirmed %llu bytes "
-                          "of the stream%s", o->name, cause, (unsigned long long)confirmed,
-                          all ? " (all of it, but its answer was lost)" : "");
-                break;
-            }
-            if (dial.msg[0])
-                snprintf(last, sizeof last, "%s", dial.msg);
-            else
-                snprintf(last, sizeof last, "connect: %s", strerror(err));
-        } else {
-            transport_tcp(&o->t, fd, o->name);
-            o->t.wire_tx = &o->net;
-            sync_lock(&p->lock);
-            o->tx_gen++;   /* the workers seal for the new connection's keys */
-            sync_unlock(&p->lock);
-            bool refused;
-            struct weir_error why;
-            rc = rejoin(o, limit, &at, &refused, &why);
-            if (rc == STEP_OK)
-                break;
-            struct weir_error ignored;
-            o->t.ops->abort(&o->t);
-            transport_close(&o->t, false, &o->halt, &ignored);
-            transport_none(&o->t);
-            if (rc == STEP_STOP)
-                break;
-            if (refused) {
-                error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
-                          "session could not resume: %s", o->name, cause, why.msg);
-                break;
-            }
-            snprintf(last, sizeof last, "%s", why.msg);
-        }
+        int rc = dial_again(o, b, limit, &fd, e);
+        if (rc == STEP_OK)
+            rc = rejoin_on(o, b, fd, limit, at, e);
+        if (rc != TRY_AGAIN)
+            return rc;
         pause_for(o, backoff);
         backoff = backoff * 2 > RESUME_BACKOFF_MAX ? RESUME_BACKOFF_MAX : backoff * 2;
     }
+}
+
+int reconnect(struct output *o, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    struct break_state b;
+    break_begins(o, &b);
+    uint64_t at = 0;
+    int rc = mend(o, &b, &at, e);
     if (rc == STEP_STOP)
         /* the stream failed (a producer, a signal) while the connection was
          * down: an abort record needs one, so the receiver is not told */
         log_msg(p->log, LOG_WARN, "%s: the stream stopped during a break: the receiver cannot "
                 "be told, and fails only once its --reconnect has passed", o->name);
     sync_lock(&p->lock);
-    o->gap_secs += clock_now() - since;
+    o->gap_secs += clock_now() - b.since;
     o->gap_since = 0;
     if (rc == STEP_OK) {
         o->reconnections++;
@@ -715,7 +807,7 @@ int reconnect(struct output *o, struct weir_error *e)
     if (rc != STEP_OK)
         return rc;
     log_msg(p->log, LOG_WARN, "%s: reconnected after %.1f s; resuming at byte %llu of the "
-            "stream", o->name, clock_now() - since, (unsigned long long)at);
+            "stream", o->name, clock_now() - b.since, (unsigned long long)at);
     if (start_backchannel(o, e))
         return STEP_FAIL;
     return resume_at(o, at, e);

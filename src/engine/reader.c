@@ -172,48 +172,94 @@ static ssize_t read_watching(struct reader *r, void *buf, size_t n, bool *silent
 }
 
 /* The stream_source behind every read of the input. */
+/* What the listener read while the sender proved itself, handed on
+ * first: the bytes taken, 0 when none is left. */
+static size_t take_ahead(struct pipeline *p, void *buf, size_t n)
+{
+    if (p->ahead_pos >= p->nahead)
+        return 0;
+    size_t take = p->nahead - p->ahead_pos < n ? p->nahead - p->ahead_pos : n;
+    memcpy(buf, p->ahead + p->ahead_pos, take);
+    p->ahead_pos += take;
+    atomic_fetch_add(&p->in_bytes, (uint64_t)take);
+    atomic_fetch_add(&p->held, (uint64_t)take);
+    return take;
+}
+
+/* The connection ran dry: a sender that goes on sending needs no
+ * confirmation yet; one that stays silent for CONFIRM_IDLE_MS may be
+ * waiting for room in its buffer, so it gets one (the read would wait
+ * here anyway). */
+static void confirm_if_idle(struct reader *r)
+{
+    struct pipeline *p = r->p;
+    if (!r->owe_confirm)
+        return;
+    r->owe_confirm = false;
+    if (p->in.ops->wait(&p->in, POLLIN, CONFIRM_IDLE_MS, &p->stop) != 0 && errno == ETIMEDOUT)
+        confirm(p, atomic_load(&p->held));
+}
+
+/* Why a read (got, errno) broke a session that may resume, in words. */
+static void break_cause(const struct reader *r, ssize_t got, bool silent, char *cause,
+                        size_t len)
+{
+    if (silent)
+        snprintf(cause, len, "it said nothing for %g s, and a new connection is waiting",
+                 RESUME_SILENCE_SECS);
+    else if (got == 0)
+        snprintf(cause, len, "the sender's end closed it");
+    else if (errno == ETIMEDOUT)
+        snprintf(cause, len, "no progress for %g s", r->p->cfg->tcp.io_timeout);
+    else if (errno == EPIPE)
+        snprintf(cause, len, "the encrypted stream was cut short");
+    else
+        snprintf(cause, len, "%s", strerror(errno));
+}
+
+/* got bytes arrived: count them, confirm them to a sender that may
+ * resume (every confirm_every bytes, and once the connection stays idle:
+ * each confirmation wakes the sender's back channel and its reader, so a
+ * busy connection gets few), refuse other knocks, pace -r.  0, or -1 with
+ * ECANCELED. */
+static int took(struct reader *r, size_t got, size_t asked)
+{
+    struct pipeline *p = r->p;
+    atomic_fetch_add(&p->in_bytes, (uint64_t)got);
+    uint64_t held = atomic_fetch_add(&p->held, (uint64_t)got) + (uint64_t)got;
+    sync_lock(&p->lock);
+    bool resumable = p->resumable;
+    uint64_t unconfirmed = held - p->confirmed;
+    sync_unlock(&p->lock);
+    if (resumable && unconfirmed >= p->confirm_every)
+        confirm(p, held);
+    else
+        r->owe_confirm = resumable && unconfirmed > 0 && got < asked;
+    refuse_others(r);
+    if (ratelimit_take(&p->read_rl, got, &p->stop)) {
+        errno = ECANCELED;
+        return -1;
+    }
+    return 0;
+}
+
 static ssize_t source_read(void *ctx, void *buf, size_t n)
 {
     struct reader *r = ctx;
     struct pipeline *p = r->p;
     for (;;) {
-        if (p->ahead_pos < p->nahead) {
-            /* what the listener read while the sender proved itself */
-            size_t take = p->nahead - p->ahead_pos < n ? p->nahead - p->ahead_pos : n;
-            memcpy(buf, p->ahead + p->ahead_pos, take);
-            p->ahead_pos += take;
-            atomic_fetch_add(&p->in_bytes, (uint64_t)take);
-            atomic_fetch_add(&p->held, (uint64_t)take);
-            return (ssize_t)take;
-        }
+        size_t ahead = take_ahead(p, buf, n);
+        if (ahead > 0)
+            return (ssize_t)ahead;
         if (n > READ_MAX)
             n = READ_MAX;
         n = ratelimit_chunk(&p->read_rl, n);
-        if (r->owe_confirm) {
-            /* the connection ran dry: a sender that goes on sending needs
-             * no confirmation yet; one that stays silent for CONFIRM_IDLE_MS
-             * may be waiting for room in its buffer, so it gets one (the
-             * read would wait here anyway) */
-            r->owe_confirm = false;
-            if (p->in.ops->wait(&p->in, POLLIN, CONFIRM_IDLE_MS, &p->stop) != 0 &&
-                errno == ETIMEDOUT)
-                confirm(p, atomic_load(&p->held));
-        }
+        confirm_if_idle(r);
         bool silent = false;
         ssize_t got = read_watching(r, buf, n, &silent);
         if (got <= 0 && broken_session(r, got, errno)) {
             char cause[120];
-            if (silent)
-                snprintf(cause, sizeof cause, "it said nothing for %g s, and a new connection "
-                         "is waiting", RESUME_SILENCE_SECS);
-            else if (got == 0)
-                snprintf(cause, sizeof cause, "the sender's end closed it");
-            else if (errno == ETIMEDOUT)
-                snprintf(cause, sizeof cause, "no progress for %g s", p->cfg->tcp.io_timeout);
-            else if (errno == EPIPE)
-                snprintf(cause, sizeof cause, "the encrypted stream was cut short");
-            else
-                snprintf(cause, sizeof cause, "%s", strerror(errno));
+            break_cause(r, got, silent, cause, sizeof cause);
             if (resume_input(r, cause) == 0)
                 continue;
             return -1;
@@ -228,26 +274,8 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
                 r->sealed_errno = errno;
             return -1;
         }
-        if (got > 0) {
-            atomic_fetch_add(&p->in_bytes, (uint64_t)got);
-            uint64_t held = atomic_fetch_add(&p->held, (uint64_t)got) + (uint64_t)got;
-            sync_lock(&p->lock);
-            bool resumable = p->resumable;
-            uint64_t unconfirmed = held - p->confirmed;
-            sync_unlock(&p->lock);
-            /* every confirm_every bytes, and once the connection stays idle
-             * (above): each confirmation wakes the sender's back channel
-             * and its reader, so a busy connection gets few */
-            if (resumable && unconfirmed >= p->confirm_every)
-                confirm(p, held);
-            else
-                r->owe_confirm = resumable && unconfirmed > 0 && (size_t)got < n;
-            refuse_others(r);
-            if (ratelimit_take(&p->read_rl, (size_t)got, &p->stop)) {
-                errno = ECANCELED;
-                return -1;
-            }
-        }
+        if (got > 0 && took(r, (size_t)got, n) != 0)
+            return -1;
         return got;
     }
 }

@@ -133,81 +133,110 @@ void confirmed_locked(struct output *o, uint64_t held)
  * `at` bytes.  Put the cursor and the session's counts back where the
  * record holding that byte began, and skip what the receiver has of it;
  * what follows is sent as before.  A header resent at once. */
+/* The note of the record that byte `at` of the stream is in, checked
+ * against what the receiver confirmed and what was sent (lock held): its
+ * index, or -1 with *e. */
+static long find_mark_locked(struct output *o, uint64_t at, struct weir_error *e)
+{
+    uint64_t sent = o->session.sent;
+    for (size_t i = o->marks_count; i-- > 0;) {
+        if (o->marks[(o->marks_head + i) % o->marks_cap].at > at)
+            continue;
+        if (at < o->confirmed || at > sent)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver asked to resume at byte "
+                             "%llu of the stream, which is not between the %llu it confirmed "
+                             "and the %llu sent", o->t.name, (unsigned long long)at,
+                             (unsigned long long)o->confirmed, (unsigned long long)sent), -1;
+        return (long)i;
+    }
+    return error_set(e, WEIR_EXIT_INTERNAL, "%s: no note of the record that byte %llu of the "
+                     "stream is in", o->t.name, (unsigned long long)at), -1;
+}
+
+/* A break while a recipe was being sent again leaves the notes ending at
+ * the record being sent again: the rest of that recipe follows them (lock
+ * held).  How many recipe entries follow, or -1 with *e. */
+static long recipe_tail_locked(struct output *o, size_t noted, struct weir_error *e)
+{
+    if (!o->replaying)
+        return 0;
+    const struct resume_mark *now = &o->recipe[o->recipe_at];
+    const struct resume_mark *lastnote =
+        &o->marks[(o->marks_head + o->marks_count - 1) % o->marks_cap];
+    size_t tail = o->recipe_n - o->recipe_at - 1;
+    if (lastnote->bytes != now->bytes || lastnote->holes != now->holes ||
+        noted + tail > RESUME_MARKS)
+        return error_set(e, WEIR_EXIT_INTERNAL, "%s: the notes of what was sent again end at "
+                         "byte %llu of the input, not at %llu", o->t.name,
+                         (unsigned long long)(lastnote->bytes + lastnote->holes),
+                         (unsigned long long)(now->bytes + now->holes)), -1;
+    memmove(o->recipe + noted, o->recipe + o->recipe_at + 1, tail * sizeof *o->recipe);
+    return (long)tail;
+}
+
+/* Re-reading: the records from note `found` to the cursor's are read again
+ * from the input; the cursor stays, and the buffer goes on from there
+ * (lock held).  0, or -1 with *e. */
+static int plan_reread_locked(struct output *o, size_t found, struct weir_error *e)
+{
+    size_t noted = o->marks_count - found;
+    long tail = recipe_tail_locked(o, noted, e);
+    if (tail < 0)
+        return -1;
+    for (size_t i = 0; i < noted; i++)
+        o->recipe[i] = o->marks[(o->marks_head + found + i) % o->marks_cap];
+    o->recipe_n = noted + (size_t)tail;
+    for (size_t i = 0; i < o->recipe_n; i++)
+        if (o->recipe[i].kind == MARK_TRAILER) {
+            o->recipe_n = i + 1;   /* the end: writer_end sends the trailer again */
+            break;
+        }
+    o->recipe_at = o->recipe[0].kind == MARK_HEADER ? 1 : 0;
+    const struct resume_mark *last = &o->recipe[o->recipe_n - 1];
+    if (last->bytes != o->cur.bytes || last->holes != o->cur.holes)
+        return error_set(e, WEIR_EXIT_INTERNAL, "%s: the notes of what was sent end at byte "
+                         "%llu of the input, the buffer's cursor at %llu", o->t.name,
+                         (unsigned long long)(last->bytes + last->holes),
+                         (unsigned long long)(o->cur.bytes + o->cur.holes)), -1;
+    o->replaying = o->recipe_at + 1 < o->recipe_n;
+    if (o->replaying) {
+        o->rp_bytes = o->recipe[o->recipe_at].bytes;
+        o->rp_holes = o->recipe[o->recipe_at].holes;
+    }
+    return 0;
+}
+
+/* The session's counts back where note m's record began; `at` is what the
+ * receiver holds, so what it has of that record is skipped. */
+static void session_back_to(struct output *o, const struct resume_mark *m, uint64_t at,
+                            bool replaying)
+{
+    o->session.seq = m->sseq;
+    o->session.total = m->total;
+    o->session.chain = m->chain;
+    o->session.sent = m->at;
+    o->session.skip = at - m->at;
+    o->session.npending = 0;
+    o->piece_at = 0;
+    /* a stored block the receiver has part of is cut as before; one it
+     * lacks whole may be cut anew */
+    o->exact = m->kind == MARK_RECORD && at > m->at && !replaying ? m->exact : 0;
+}
+
 int resume_at(struct output *o, uint64_t at, struct weir_error *e)
 {
     struct pipeline *p = o->p;
     sync_lock(&p->lock);
-    uint64_t sent = o->session.sent;
-    size_t found = o->marks_count;
-    for (size_t i = o->marks_count; i-- > 0;)
-        if (o->marks[(o->marks_head + i) % o->marks_cap].at <= at) {
-            found = i;
-            break;
-        }
-    if (found == o->marks_count) {
+    long found = find_mark_locked(o, at, e);
+    if (found < 0 || (o->reread && plan_reread_locked(o, (size_t)found, e))) {
         sync_unlock(&p->lock);
-        return error_set(e, WEIR_EXIT_INTERNAL, "%s: no note of the record that byte %llu of "
-                         "the stream is in", o->t.name, (unsigned long long)at), STEP_FAIL;
+        return STEP_FAIL;
     }
-    if (at < o->confirmed || at > sent) {
-        uint64_t confirmed = o->confirmed;
-        sync_unlock(&p->lock);
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver asked to resume at byte %llu "
-                         "of the stream, which is not between the %llu it confirmed and the "
-                         "%llu sent", o->t.name, (unsigned long long)at,
-                         (unsigned long long)confirmed, (unsigned long long)sent), STEP_FAIL;
-    }
-    struct resume_mark m = o->marks[(o->marks_head + found) % o->marks_cap];
-    if (o->reread) {
-        /* the records from this one to the cursor's are read again from
-         * the input; the cursor stays, and the buffer goes on from there.
-         * A break while that was under way leaves the notes ending at the
-         * record being sent again: the rest of that recipe follows them. */
-        size_t noted = o->marks_count - found, tail = 0;
-        if (o->replaying) {
-            const struct resume_mark *now = &o->recipe[o->recipe_at];
-            const struct resume_mark *lastnote =
-                &o->marks[(o->marks_head + o->marks_count - 1) % o->marks_cap];
-            tail = o->recipe_n - o->recipe_at - 1;
-            if (lastnote->bytes != now->bytes || lastnote->holes != now->holes ||
-                noted + tail > RESUME_MARKS) {
-                sync_unlock(&p->lock);
-                return error_set(e, WEIR_EXIT_INTERNAL, "%s: the notes of what was sent "
-                                 "again end at byte %llu of the input, not at %llu",
-                                 o->t.name,
-                                 (unsigned long long)(lastnote->bytes + lastnote->holes),
-                                 (unsigned long long)(now->bytes + now->holes)), STEP_FAIL;
-            }
-            memmove(o->recipe + noted, o->recipe + o->recipe_at + 1,
-                    tail * sizeof *o->recipe);
-        }
-        for (size_t i = 0; i < noted; i++)
-            o->recipe[i] = o->marks[(o->marks_head + found + i) % o->marks_cap];
-        o->recipe_n = noted + tail;
-        for (size_t i = 0; i < o->recipe_n; i++)
-            if (o->recipe[i].kind == MARK_TRAILER) {
-                o->recipe_n = i + 1;   /* the end: writer_end sends the trailer again */
-                break;
-            }
-        o->recipe_at = m.kind == MARK_HEADER ? 1 : 0;
-        const struct resume_mark *last = &o->recipe[o->recipe_n - 1];
-        if (last->bytes != o->cur.bytes || last->holes != o->cur.holes) {
-            sync_unlock(&p->lock);
-            return error_set(e, WEIR_EXIT_INTERNAL, "%s: the notes of what was sent end at "
-                             "byte %llu of the input, the buffer's cursor at %llu", o->t.name,
-                             (unsigned long long)(last->bytes + last->holes),
-                             (unsigned long long)(o->cur.bytes + o->cur.holes)), STEP_FAIL;
-        }
-        o->replaying = o->recipe_at + 1 < o->recipe_n;
-        if (o->replaying) {
-            o->rp_bytes = o->recipe[o->recipe_at].bytes;
-            o->rp_holes = o->recipe[o->recipe_at].holes;
-        }
-    }
+    struct resume_mark m = o->marks[(o->marks_head + (size_t)found) % o->marks_cap];
     /* what is sent again is noted again; the note of the record resumed at
      * stays (sending it updates it in place), so that a break before it
      * goes out again still finds where to resume */
-    o->marks_count = found + 1;
+    o->marks_count = (size_t)found + 1;
     if (o->cur.bytes > o->bytes_peak)
         o->bytes_peak = o->cur.bytes;
     if (!o->reread)
@@ -218,16 +247,7 @@ int resume_at(struct output *o, uint64_t at, struct weir_error *e)
     if (replaying)
         log_msg(p->log, LOG_INFO, "%s: reading %llu bytes of %s again to send them",
                 o->name, (unsigned long long)again, p->in.name);
-    o->session.seq = m.sseq;
-    o->session.total = m.total;
-    o->session.chain = m.chain;
-    o->session.sent = m.at;
-    o->session.skip = at - m.at;
-    o->session.npending = 0;
-    o->piece_at = 0;
-    /* a stored block the receiver has part of is cut as before; one it
-     * lacks whole may be cut anew */
-    o->exact = m.kind == MARK_RECORD && at > m.at && !replaying ? m.exact : 0;
+    session_back_to(o, &m, at, replaying);
     if (m.kind == MARK_HEADER) {
         if (mark(o, MARK_HEADER, 0) ||
             session_resend_header(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))

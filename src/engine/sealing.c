@@ -27,6 +27,48 @@
 
 /* Queue what the buffer holds beyond the records already queued, up to
  * SEAL_AHEAD records.  Lock held. */
+/* A hole of n bytes as one record: numbered in order here when framed,
+ * by the reader for -z (lock held). */
+static void hole_job_locked(struct output *o, struct seal_job *j, size_t n)
+{
+    struct pipeline *p = o->p;
+    uint64_t num = o->session.frame ? o->next_frame_seq++
+                                    : ring_hole_seq_locked(&p->ring, o->q_seq);
+    codec_hole(j->rec, num, n);
+    j->hole = true;
+    j->hole_len = n;
+    j->src = j->rec;
+    j->len = CODEC_HOLE_SIZE;
+    j->step = n;
+    j->num = transport_sealed_numbers(&o->t, 1);
+    j->frame_seq = 0;
+}
+
+/* n bytes of data at src as one record (a framed block's three, or -z's
+ * piece), the direction's last when it carries the trailer (lock held). */
+static void data_job_locked(struct output *o, struct seal_job *j, const unsigned char *src,
+                            size_t n)
+{
+    struct pipeline *p = o->p;
+    if (o->session.frame && n > o->session.block_max)
+        n = o->session.block_max;
+    j->len = j->step = n;
+    j->src = src;
+    if (o->session.compressed) {
+        /* -z: a record is the weir form of one piece (or of the end) */
+        struct codec_span sp[2];
+        codec_spans(src, CODEC_FORM_WEIR, sp, &j->step);
+        j->len = sp[0].len;
+    }
+    if (!o->session.frame && ring_range_last_locked(&p->ring, o->q_seq, o->q_off, j->step)) {
+        /* -z: the trailer's record ends the direction (or the 'D' will) */
+        j->flags = says_read(o) ? 0 : SEAL_END;
+        o->ended = true;       /* and a success answer may come once it is out */
+    }
+    j->num = transport_sealed_numbers(&o->t, o->session.frame ? 3 : 1);
+    j->frame_seq = o->session.frame ? o->next_frame_seq++ : 0;
+}
+
 static void queue_seals_locked(struct output *o)
 {
     struct pipeline *p = o->p;
@@ -36,60 +78,26 @@ static void queue_seals_locked(struct output *o)
         int got = ring_range_locked(&p->ring, &o->q_seq, &o->q_off, &src, &n);
         if (got == RING_END)
             return;
-        struct seal_job *j = &o->ahead[(o->ahead_head + o->ahead_count) % SEAL_AHEAD];
-        j->hole = false;
         if (got == RING_HOLE && o->holes == HOLES_REFUSED) {
             o->hole_refused = true;   /* its writer says so */
             return;
         }
-        if (got == RING_HOLE && o->holes == HOLES_RECORD) {
-            /* one record: numbered in order here when framed, by the reader for -z */
-            uint64_t num = o->session.frame ? o->next_frame_seq++
-                                            : ring_hole_seq_locked(&p->ring, o->q_seq);
-            codec_hole(j->rec, num, n);
-            j->hole = true;
-            j->hole_len = n;
-            j->seq = o->q_seq;
-            j->off = o->q_off;
-            j->src = j->rec;
-            j->len = CODEC_HOLE_SIZE;
-            j->step = n;
-            j->flags = 0;
-            j->num = transport_sealed_numbers(&o->t, 1);
-            j->frame_seq = 0;
-            j->out_len = 0;
-            j->done = false;
-            o->ahead_count++;
-            o->q_off += j->step;
-            seal_queue_locked(p, j);
-            continue;
-        }
-        if (got == RING_HOLE) {
-            /* framed, to a weir that takes no holes: stored blocks of zeros */
-            src = sparse_zeros();
-            if (n > SPARSE_ZEROS_SIZE)
-                n = SPARSE_ZEROS_SIZE;
-        }
-        if (o->session.frame && n > o->session.block_max)
-            n = o->session.block_max;
+        struct seal_job *j = &o->ahead[(o->ahead_head + o->ahead_count) % SEAL_AHEAD];
+        j->hole = false;
         j->seq = o->q_seq;
         j->off = o->q_off;
-        j->len = j->step = n;
-        j->src = src;
         j->flags = 0;
-        if (o->session.compressed) {
-            /* -z: a record is the weir form of one piece (or of the end) */
-            struct codec_span sp[2];
-            codec_spans(src, CODEC_FORM_WEIR, sp, &j->step);
-            j->len = sp[0].len;
+        if (got == RING_HOLE && o->holes == HOLES_RECORD) {
+            hole_job_locked(o, j, n);
+        } else {
+            if (got == RING_HOLE) {
+                /* framed, to a weir that takes no holes: stored blocks of zeros */
+                src = sparse_zeros();
+                if (n > SPARSE_ZEROS_SIZE)
+                    n = SPARSE_ZEROS_SIZE;
+            }
+            data_job_locked(o, j, src, n);
         }
-        if (!o->session.frame && ring_range_last_locked(&p->ring, o->q_seq, o->q_off, j->step)) {
-            /* -z: the trailer's record ends the direction (or the 'D' will) */
-            j->flags = says_read(o) ? 0 : SEAL_END;
-            o->ended = true;       /* and a success answer may come once it is out */
-        }
-        j->num = transport_sealed_numbers(&o->t, o->session.frame ? 3 : 1);
-        j->frame_seq = o->session.frame ? o->next_frame_seq++ : 0;
         j->out_len = 0;
         j->done = false;
         o->ahead_count++;

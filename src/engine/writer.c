@@ -195,6 +195,105 @@ static int write_hole(struct output *o, size_t n, int tmo, size_t *done, struct 
 
 /* ---- the data --------------------------------------------------------------- */
 
+/* A hole of n bytes at the cursor, passed as this output passes holes. */
+static int pass_hole(struct output *o, size_t n, int tmo, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    size_t done;
+    int rc = write_hole(o, n, tmo, &done, e);
+    if (rc != STEP_OK)
+        return rc;
+    sync_lock(&p->lock);
+    ring_advance_locked(&p->ring, &o->cur, done);
+    if (o->holes == HOLES_RECORD || o->session.frame)
+        boundary_locked(o);
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
+/* How much of the n bytes at the cursor the next write takes: a resent
+ * stored block is cut as it was the first time, by whichever rule cut it
+ * then (-R's bursts, or a sealed stream's whole blocks), since the
+ * receiver holds its start; else -R's share and a frame's largest block.
+ * STEP_FAIL with *e when the block to send again is shorter than it was. */
+static int next_cut(struct output *o, size_t *n, struct weir_error *e)
+{
+    if (o->exact > 0 && o->session.frame) {
+        if (*n < o->exact)
+            return error_set(e, WEIR_EXIT_INTERNAL, "%s: the block to send again holds %zu "
+                             "bytes of the %llu it was sent with", o->t.name, *n,
+                             (unsigned long long)o->exact), STEP_FAIL;
+        *n = (size_t)o->exact;
+        o->exact = 0;
+        return STEP_OK;
+    }
+    *n = ratelimit_chunk(&o->rl, *n);
+    if (o->session.frame && *n > o->session.block_max)
+        *n = o->session.block_max;
+    return STEP_OK;
+}
+
+/* -z to a weir: the last bytes carry the trailer; a success answer may
+ * come as soon as they are out, so a sealed stream's last record says so */
+static void note_last(struct output *o, size_t n)
+{
+    struct pipeline *p = o->p;
+    sync_lock(&p->lock);
+    if (ring_last_locked(&p->ring, &o->cur, n))
+        o->ended = true;
+    bool last = o->ended;
+    sync_unlock(&p->lock);
+    if (last && o->t.sealed && !says_read(o))
+        transport_sealed_last(&o->t);
+}
+
+/* Write n bytes at src in this output's form; *step: how far the cursor
+ * moves.  What the write returned (the bytes it took), or -1. */
+static ssize_t write_form(struct output *o, const unsigned char *src, size_t n, int tmo,
+                          size_t *step)
+{
+    ssize_t w;
+    if (o->p->encode)
+        return write_piece(o, src, n, tmo, step);
+    if (o->session.frame) {
+        w = session_frame(&o->session, src, n, tmo, &o->halt);
+    } else {
+        struct iovec iov = {(void *)src, n};
+        w = o->t.ops->writev(&o->t, &iov, 1, tmo, &o->halt);
+    }
+    *step = (size_t)w;
+    return w;
+}
+
+/* Send the next n bytes of data at src: noted for resuming, written,
+ * paced.  STEP_OK, STEP_AGAIN (the workers take over), or a failure. */
+static int send_data(struct output *o, const unsigned char *src, size_t n, int tmo,
+                     struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    if ((o->session.frame || (p->encode && o->piece_at == 0 && o->session.greet)) &&
+        mark(o, MARK_RECORD, o->session.frame ? n : 0))
+        return write_error(o, e, "write");
+    if (o->session.compressed && o->session.greet)
+        note_last(o, n);
+    size_t step;
+    ssize_t w = write_form(o, src, n, tmo, &step);
+    if (w < 0)
+        return errno == EPIPE && o->has_child ? consumer_quit(o, e)
+                                              : write_error(o, e, "write");
+    sync_lock(&p->lock);
+    ring_advance_locked(&p->ring, &o->cur, step);
+    if (o->session.greet)
+        boundary_locked(o);
+    sync_unlock(&p->lock);
+    if (ratelimit_take(&o->rl, (size_t)w, &o->halt))
+        return STEP_STOP;
+    /* a resumed connection's first record is out: the workers take over */
+    if (o->t.sealed && p->nworkers > 0 && o->session.skip == 0 && o->piece_at == 0)
+        return STEP_AGAIN;
+    return STEP_OK;
+}
+
 static int writer_loop(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
@@ -202,9 +301,9 @@ static int writer_loop(struct output *o, struct weir_error *e)
     for (;;) {
         const unsigned char *src;
         size_t n;
+        int rc;
         if (o->replaying) {
-            int rc = reread_record(o, tmo, e);
-            if (rc != STEP_OK)
+            if ((rc = reread_record(o, tmo, e)) != STEP_OK)
                 return rc;
             continue;
         }
@@ -215,74 +314,12 @@ static int writer_loop(struct output *o, struct weir_error *e)
             return STEP_STOP;
         if (r == RING_BROKEN)
             return broke_while_idle(o, e);
-        if (r == RING_HOLE) {
-            size_t done;
-            int rc = write_hole(o, n, tmo, &done, e);
-            if (rc != STEP_OK)
-                return rc;
-            sync_lock(&p->lock);
-            ring_advance_locked(&p->ring, &o->cur, done);
-            if (o->holes == HOLES_RECORD || o->session.frame)
-                boundary_locked(o);
-            sync_unlock(&p->lock);
-            continue;
-        }
-        if (o->exact > 0 && o->session.frame) {
-            /* a resent stored block is cut as it was the first time, by
-             * whichever rule cut it then (-R's bursts, or a sealed
-             * stream's whole blocks): the receiver holds its start */
-            if (n < o->exact)
-                return error_set(e, WEIR_EXIT_INTERNAL, "%s: the block to send again holds "
-                                 "%zu bytes of the %llu it was sent with", o->t.name, n,
-                                 (unsigned long long)o->exact), STEP_FAIL;
-            n = (size_t)o->exact;
-            o->exact = 0;
-        } else {
-            n = ratelimit_chunk(&o->rl, n);
-            if (o->session.frame && n > o->session.block_max)
-                n = o->session.block_max;
-        }
-        if ((o->session.frame || (p->encode && o->piece_at == 0 && o->session.greet)) &&
-            mark(o, MARK_RECORD, o->session.frame ? n : 0))
-            return write_error(o, e, "write");
-        if (o->session.compressed && o->session.greet) {
-            /* -z: the last bytes carry the trailer; a success answer may
-             * come as soon as they are out */
-            sync_lock(&p->lock);
-            if (ring_last_locked(&p->ring, &o->cur, n))
-                o->ended = true;
-            bool last = o->ended;
-            sync_unlock(&p->lock);
-            if (last && o->t.sealed && !says_read(o))
-                transport_sealed_last(&o->t);
-        }
-        ssize_t w;
-        size_t step;
-        if (p->encode) {
-            w = write_piece(o, src, n, tmo, &step);
-        } else if (o->session.frame) {
-            w = session_frame(&o->session, src, n, tmo, &o->halt);
-            step = (size_t)w;
-        } else {
-            struct iovec iov = {(void *)src, n};
-            w = o->t.ops->writev(&o->t, &iov, 1, tmo, &o->halt);
-            step = (size_t)w;
-        }
-        if (w < 0) {
-            if (errno == EPIPE && o->has_child)
-                return consumer_quit(o, e);
-            return write_error(o, e, "write");
-        }
-        sync_lock(&p->lock);
-        ring_advance_locked(&p->ring, &o->cur, step);
-        if (o->session.greet)
-            boundary_locked(o);
-        sync_unlock(&p->lock);
-        if (ratelimit_take(&o->rl, (size_t)w, &o->halt))
-            return STEP_STOP;
-        /* a resumed connection's first record is out: the workers take over */
-        if (o->t.sealed && p->nworkers > 0 && o->session.skip == 0 && o->piece_at == 0)
-            return STEP_AGAIN;
+        if (r == RING_HOLE)
+            rc = pass_hole(o, n, tmo, e);
+        else if ((rc = next_cut(o, &n, e)) == STEP_OK)
+            rc = send_data(o, src, n, tmo, e);
+        if (rc != STEP_OK)
+            return rc;
     }
 }
 

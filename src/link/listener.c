@@ -926,6 +926,92 @@ static int wait_ms(double now, double a, double b)
     return ms > 1000 ? 1000 : ms < 0 ? 0 : (int)ms;
 }
 
+/* Where listener_admit() puts what it admitted. */
+struct admitted {
+    struct transport *t;
+    unsigned char *ahead;
+    size_t *nahead;
+    struct listener_peer *peer;
+};
+
+/* The connection given (--ssh's channel), greeted as the first one heard. */
+static int hear_channel(struct admission *a, struct weir_error *err)
+{
+    const struct listener_config *cfg = a->cfg;
+    struct pending *c = &a->conn[0];
+    double now = clock_now();
+    *c = (struct pending){.fd = cfg->channel_fd, .since = now, .trusted = cfg->channel_trusted,
+                          .deadline = now + cfg->handshake_timeout};
+    snprintf(c->peer, sizeof c->peer, "%s", cfg->channel_name ? cfg->channel_name
+                                                              : "the channel");
+    a->count++;
+    if (greet(a, c->fd, c->trusted) == 0)
+        return 0;
+    error_sys(err, WEIR_EXIT_NETWORK, errno, "%s", c->peer);
+    drop(a, c, NULL, NULL);
+    return -1;
+}
+
+/* Why the admission loop ends before its next round, if it does: -1 with
+ * *err and errno (ECANCELED, ENOTCONN, ETIMEDOUT), else 0. */
+static int admission_over(struct admission *a, atomic_bool *stop, int lfd, double give_up,
+                          struct weir_error *err)
+{
+    const char *addr = a->l->addr;
+    if (atomic_load(stop)) {
+        error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "listen %s", addr);
+        errno = ECANCELED;
+        return -1;
+    }
+    if (lfd < 0 && a->count == 0) {
+        /* only the given connection was to be heard, and it is gone */
+        error_set(err, WEIR_EXIT_NETWORK, "%s: no weir sender proved itself on it", addr);
+        errno = ENOTCONN;
+        return -1;
+    }
+    if (give_up && clock_now() >= give_up) {
+        error_set(err, WEIR_EXIT_NETWORK, "listen %s: no connection within %g s", addr,
+                  a->cfg->accept_timeout);
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    return 0;
+}
+
+/* One round: wait for what comes next, hear the waiting connections and
+ * accept new ones.  1: one was admitted; 0: go on; -1 with *err. */
+static int admission_round(struct admission *a, int lfd, double give_up,
+                           const struct admitted *out, struct weir_error *err)
+{
+    double now = clock_now();
+    double next = expire(a, now);
+    struct pollfd pfd[1 + LISTENER_PENDING];
+    struct pending *who[1 + LISTENER_PENDING];
+    int n = 0;
+    pfd[n++] = (struct pollfd){.fd = lfd, .events = POLLIN};
+    for (int i = 0; i < LISTENER_PENDING; i++)
+        if (a->conn[i].fd >= 0) {
+            who[n] = &a->conn[i];
+            pfd[n++] = (struct pollfd){.fd = a->conn[i].fd, .events = POLLIN};
+        }
+    int r = poll(pfd, (nfds_t)n, wait_ms(now, next, give_up));
+    if (r < 0 && errno != EINTR)
+        return error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: poll", a->l->addr);
+    if (r <= 0)
+        return 0;
+    struct pending *won = NULL;
+    for (int i = 1; i < n && !won; i++)
+        if (pfd[i].revents && who[i]->fd >= 0 && hear(a, who[i]) == 1)
+            won = who[i];
+    if (won && admit(a, won, out->t, out->ahead, out->nahead, out->peer) == 0)
+        return 1;
+    if (!pfd[0].revents)
+        return 0;
+    if (accept_some(a, &won, err))
+        return -1;
+    return won && admit(a, won, out->t, out->ahead, out->nahead, out->peer) == 0;
+}
+
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
                    struct weir_log *log, struct transport *t, unsigned char *ahead,
                    size_t *nahead, struct listener_peer *peer, struct weir_error *err)
@@ -941,84 +1027,27 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
     for (int i = 0; i < LISTENER_PENDING; i++)
         a->conn[i].fd = -1;
     double give_up = cfg->accept_timeout > 0 ? clock_now() + cfg->accept_timeout : 0;
-    int rc = -1;
     /* a connection given (--ssh's) is the only one heard: the listening
      * socket beside it is for that sender's return, and before a session
      * is named nobody else may begin one there (through ssh it is open to
      * every user of this host, and nothing but the channel proves itself) */
     int lfd = cfg->channel_fd >= 0 ? -1 : l->fd;
-    if (cfg->channel_fd >= 0) {
-        struct pending *c = &a->conn[0];
-        double now = clock_now();
-        *c = (struct pending){.fd = cfg->channel_fd, .since = now, .trusted = cfg->channel_trusted,
-                              .deadline = now + cfg->handshake_timeout};
-        snprintf(c->peer, sizeof c->peer, "%s", cfg->channel_name ? cfg->channel_name
-                                                                  : "the channel");
-        a->count++;
-        if (greet(a, c->fd, c->trusted) != 0) {
-            error_sys(err, WEIR_EXIT_NETWORK, errno, "%s", c->peer);
-            drop(a, c, NULL, NULL);
-            free(a);
-            return -1;
-        }
+    if (cfg->channel_fd >= 0 && hear_channel(a, err)) {
+        free(a);
+        return -1;
     }
-    for (;;) {
+    const struct admitted out = {t, ahead, nahead, peer};
+    int rc;
+    do {
         tests_reap(a);   /* a test that is over leaves no thread behind */
-        if (atomic_load(stop)) {
-            errno = ECANCELED;
-            error_sys(err, WEIR_EXIT_NETWORK, ECANCELED, "listen %s", l->addr);
-            break;
-        }
-        if (lfd < 0 && a->count == 0) {
-            /* only the given connection was to be heard, and it is gone */
-            error_set(err, WEIR_EXIT_NETWORK, "%s: no weir sender proved itself on it",
-                      l->addr);
-            errno = ENOTCONN;
-            break;
-        }
-        double now = clock_now();
-        if (give_up && now >= give_up) {
-            error_set(err, WEIR_EXIT_NETWORK, "listen %s: no connection within %g s", l->addr,
-                      cfg->accept_timeout);
-            errno = ETIMEDOUT;
-            break;
-        }
-        double next = expire(a, now);
-        struct pollfd pfd[1 + LISTENER_PENDING];
-        struct pending *who[1 + LISTENER_PENDING];
-        int n = 0;
-        pfd[n++] = (struct pollfd){.fd = lfd, .events = POLLIN};
-        for (int i = 0; i < LISTENER_PENDING; i++)
-            if (a->conn[i].fd >= 0) {
-                who[n] = &a->conn[i];
-                pfd[n++] = (struct pollfd){.fd = a->conn[i].fd, .events = POLLIN};
-            }
-        int r = poll(pfd, (nfds_t)n, wait_ms(now, next, give_up));
-        if (r < 0 && errno != EINTR) {
-            error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: poll", l->addr);
-            break;
-        }
-        if (r <= 0)
-            continue;
-        struct pending *won = NULL;
-        for (int i = 1; i < n && !won; i++)
-            if (pfd[i].revents && who[i]->fd >= 0 && hear(a, who[i]) == 1)
-                won = who[i];
-        if (won && admit(a, won, t, ahead, nahead, peer) == 0) {
-            /* the transfer begins: a link test would only compete with it */
-            tests_end(a, "the listener admitted its transfer");
-            free(a);
-            return 0;
-        }
-        if (pfd[0].revents) {
-            if (accept_some(a, &won, err))
-                break;
-            if (won && admit(a, won, t, ahead, nahead, peer) == 0) {
-                tests_end(a, "the listener admitted its transfer");
-                free(a);
-                return 0;
-            }
-        }
+        rc = admission_over(a, stop, lfd, give_up, err) ? -1
+                                                        : admission_round(a, lfd, give_up, &out, err);
+    } while (rc == 0);
+    if (rc == 1) {
+        /* the transfer begins: a link test would only compete with it */
+        tests_end(a, "the listener admitted its transfer");
+        free(a);
+        return 0;
     }
     int why = errno;   /* ETIMEDOUT, ECANCELED, ...: the caller tells them apart */
     for (int i = 0; i < LISTENER_PENDING; i++)
@@ -1027,5 +1056,5 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
     tests_end(a, "the listener is shutting down");
     free(a);
     errno = why;
-    return rc;
+    return -1;
 }
