@@ -89,15 +89,18 @@ done
 # 3. not dumpable while holding a key (an unprivileged user: root's
 # processes are owned by root either way)
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+    # the user needs to reach the binary: a copy in a folder of its own (the
+    # build may sit under a folder only its owner can enter)
     mkdir -p "$TMP/nobody"
     cp "$TMP/k" "$TMP/nobody/k"
+    cp "$WEIR" "$TMP/nobody/weir"
     chown -R 65534:65534 "$TMP/nobody"
-    chmod 755 "$TMP"
+    chmod 755 "$TMP" "$TMP/nobody"
     for keyed in yes no; do
         key=()
         [ "$keyed" = yes ] && key=(--key-file "$TMP/nobody/k")
         setpriv --reuid=65534 --regid=65534 --clear-groups \
-            "$WEIR" -v "${key[@]}" -I 0 -o /dev/null 2>"$TMP/nobody/err" &
+            "$TMP/nobody/weir" -v "${key[@]}" -I 0 -o /dev/null 2>"$TMP/nobody/err" &
         NPID=$!
         PIDS+=("$NPID")
         wait_for "$TMP/nobody/err" "listening on" 10
