@@ -2,7 +2,8 @@
 # test.sh - build weir and run its whole test suite.  The last line it prints
 # is "N passed, M failed"; it exits non-zero if anything failed.
 #
-#   scripts/test.sh           release build, then ASan+UBSan, TSan and valgrind
+#   scripts/test.sh           release build, the portable (POSIX) build, then
+#                             ASan+UBSan, TSan and valgrind
 #   scripts/test.sh --quick   release build only
 #
 # It installs missing build dependencies first (scripts/deps.sh).
@@ -12,6 +13,7 @@ quick=false
 [ "${1:-}" = "--quick" ] && quick=true
 passed=0
 failed=0
+skipped_checks=0
 
 if ! bash scripts/deps.sh; then
     echo "test.sh: could not install the build dependencies"
@@ -57,7 +59,12 @@ suite() {
     fi
     # a skipped test is not a pass
     bad=$((bad + ${skipped:-0}))
-    echo "=== $name: $ok passed, $bad failed"
+    # checks that need Linux, skipped by the POSIX build (tests/cli/lib.sh on_linux)
+    local platform_skips
+    platform_skips=$(grep -a -c '^# skip (needs Linux)' "$dir/meson-logs/testlog.txt" 2>/dev/null)
+    platform_skips=${platform_skips:-0}
+    skipped_checks=$((skipped_checks + platform_skips))
+    echo "=== $name: $ok passed, $bad failed, $platform_skips checks skipped (need Linux)"
     passed=$((passed + ok))
     failed=$((failed + bad))
 }
@@ -121,6 +128,8 @@ valgrind_pass() {
 
 suite release build 1 -Dbuildtype=release
 if ! $quick; then
+    # the path of FreeBSD, illumos and macOS, proved here (src/os/posix.c)
+    suite posix build-posix 1 -Dbuildtype=release -Dplatform=posix
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
@@ -129,5 +138,6 @@ if ! $quick; then
     suite tsan build-tsan 6 -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false
     valgrind_pass
 fi
+echo "$skipped_checks checks skipped (they need Linux; the POSIX build says which)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

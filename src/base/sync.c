@@ -59,7 +59,7 @@ void sync_wait_at(pthread_cond_t *c, pthread_mutex_t *m, const char *file, int l
 bool sync_wait_until_at(pthread_cond_t *c, pthread_mutex_t *m,
                         const struct timespec *deadline, const char *file, int line)
 {
-    int err = pthread_cond_timedwait(c, m, deadline);
+    int err = os_cond_wait_until(c, m, deadline);
     if (err == ETIMEDOUT)
         return false;
     if (err)

@@ -172,7 +172,8 @@ int plan_content_size(struct pipeline *p, struct weir_error *err)
  * file's from where it began, its holes included.  That needs a file
  * description of its own (the reader seeks the input's for holes), and a
  * buffer that holds the file's bytes as they are: not -z's blocks, not
- * decoded ones.  Without it (a pipe, /proc unmounted) the hold stays. */
+ * decoded ones.  Without it (a pipe, a descriptor the system cannot open
+ * anew) the hold stays. */
 void plan_reread(struct pipeline *p)
 {
     const struct weir_config *c = p->cfg;
@@ -182,7 +183,10 @@ void plan_reread(struct pipeline *p)
     if (!network || !p->in.regular || p->encode || p->may_decode || !(c->reconnect > 0))
         return;
     off_t at = lseek(p->in.fd, 0, SEEK_CUR);
-    int fd = at < 0 ? -1 : os_reopen(p->in.fd, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY;
+    int fd = at < 0 ? -1 : os_reopen(p->in.fd, flags);
+    if (fd < 0 && at >= 0 && c->input == WEIR_IN_FILE && c->input_path)
+        fd = open(c->input_path, flags);   /* the same file, checked below */
     if (fd < 0)
         return;
     struct stat a, b;

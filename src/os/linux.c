@@ -56,6 +56,16 @@ int os_cond_monotonic(pthread_condattr_t *attr)
     return pthread_condattr_setclock(attr, CLOCK_MONOTONIC);
 }
 
+int os_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *deadline)
+{
+    return pthread_cond_timedwait(c, m, deadline);
+}
+
+void os_close_inherited(int keep)
+{
+    (void)keep;   /* every descriptor weir makes is close-on-exec from its birth */
+}
+
 /* ---- descriptors ---- */
 
 int os_pipe(int fds[2])

@@ -11,9 +11,11 @@
  * path.  The functions marked async-signal-safe may be called in a child
  * between fork and exec.
  *
- * This layer is the ground floor: it uses nothing of weir's.  linux.c is
- * its one implementation today; the others live beside it, one file a
- * system, chosen by the build.
+ * This layer is the ground floor: it uses nothing of weir's.  Two files
+ * implement it, chosen by the build (meson's -Dplatform): linux.c, every
+ * fast path the kernel has, and posix.c, the portable path that FreeBSD,
+ * illumos and macOS take (each with what it has beyond POSIX), which a
+ * Linux build with -Dplatform=posix runs too, so that the suite proves it.
  */
 #ifndef WEIR_OS_H
 #define WEIR_OS_H
@@ -24,6 +26,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* ---- processes and memory ---- */
 
@@ -48,8 +51,17 @@ void os_die_with_parent(int sig);
 /* Wait up to `seconds` for one of the blocked signals in set: the signal
  * number, or -1 with EAGAIN (none came) or EINTR. */
 int os_wait_signal(const sigset_t *set, siginfo_t *si, double seconds);
-/* Condition variables that time their waits by the monotonic clock. */
+/* Condition variables that time their waits by the monotonic clock: set
+ * up the attribute (0 or an error number), and wait until deadline, a
+ * CLOCK_MONOTONIC time (as pthread_cond_timedwait: 0, ETIMEDOUT or an
+ * error number). */
 int os_cond_monotonic(pthread_condattr_t *attr);
+int os_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *deadline);
+/* In a child between fork and exec (async-signal-safe): close every
+ * descriptor from 3 up but keep, where a descriptor another thread has
+ * just made may not yet be close-on-exec (nothing where every descriptor
+ * is made close-on-exec at once). */
+void os_close_inherited(int keep);
 
 /* ---- descriptors ---- */
 

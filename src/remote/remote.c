@@ -343,6 +343,7 @@ static void exec_ssh(int ctl, int errfd, char *const *argv, pid_t parent, bool t
     if (dup2(ctl, STDIN_FILENO) < 0 || dup2(ctl, STDOUT_FILENO) < 0 ||
         dup2(errfd, STDERR_FILENO) < 0)
         _exit(127);
+    os_close_inherited(-1);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

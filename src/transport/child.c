@@ -56,6 +56,7 @@ static void child_exec(const struct child *c, char *const *argv, int in, int out
         _exit(127);
     }
     (void)c;
+    os_close_inherited(report);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

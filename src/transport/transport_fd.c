@@ -82,6 +82,10 @@ ssize_t transport_fd_read(struct transport *t, void *buf, size_t n, int timeout_
 
 #define PACED_IOV_MAX 8            /* a cut write keeps at most this many parts */
 #define PACED_FILE_WRITE (256u << 10)   /* -W: the most one write() to a file takes */
+#define PACED_PIPE_GUESS (16 << 10)     /* -W: a pipe whose size the system will not say is
+                                         * taken to be this small (macOS's and FreeBSD's
+                                         * smallest): a write then waits at most for the
+                                         * reader to take that much */
 
 /* The parts of iov that fit in room bytes, into cut. */
 static int cut_to(const struct iovec *iov, int cnt, size_t room, struct iovec *cut)
@@ -116,9 +120,10 @@ void transport_pace_writes(struct transport *t)
         t->write_max = PACED_FILE_WRITE;
         return;
     }
-    int size = S_ISFIFO(st.st_mode) ? os_pipe_capacity(t->fd) : -1;
-    if (size > 0)
-        t->pipe_size = size;
+    if (!S_ISFIFO(st.st_mode))
+        return;
+    int size = os_pipe_capacity(t->fd);
+    t->pipe_size = size > 0 ? size : PACED_PIPE_GUESS;
 }
 
 ssize_t transport_fd_writev(struct transport *t, const struct iovec *iov, int cnt,

@@ -105,9 +105,20 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
         PIDS+=("$NPID")
         wait_for "$TMP/nobody/err" "listening on" 10
         owner=$(stat -c %u "/proc/$NPID/status")
+        core=$(awk '/^Max core file size/ {print $6}' "/proc/$NPID/limits")   # the hard limit
         kill "$NPID"
         wait_bounded "$NPID" 10
-        if [ "$keyed" = yes ]; then
+        if [ "${WEIR_PLATFORM:-linux}" = posix ]; then
+            # the portable path: no core file (RLIMIT_CORE 0), whatever the owner
+            if [ "$keyed" = yes ]; then
+                [ "$core" = 0 ] || fail "a keyed weir (posix) may dump core: hard limit $core"
+                ok "a weir holding a key can dump no core (hard RLIMIT_CORE 0)"
+            else
+                [ "$core" = "$(ulimit -H -c)" ] ||
+                    fail "a weir without a key: hard core limit $core, want $(ulimit -H -c)"
+                ok "a weir without a key keeps its core limit (the check can fail)"
+            fi
+        elif [ "$keyed" = yes ]; then
             [ "$owner" -eq 0 ] || fail "a keyed weir of uid 65534 is dumpable (/proc owner $owner)"
             ok "a weir holding a key is not dumpable"
         else

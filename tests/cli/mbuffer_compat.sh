@@ -112,8 +112,10 @@ mb_listen "$TMP/z1.out" "$TMP/z1.err" $zrecv -v 4 -I 0
 wait_bounded "$LPID" 30
 [ "$STATUS" -eq 0 ] || { cat "$TMP/z1.err"; fail "znapzend weir->weir: receiver exited $STATUS"; }
 same "$TMP/in" "$TMP/z1.out" "znapzend: weir to weir (-R 1M -R 1G: the last wins)"
-grep -q "plain bytes" "$TMP/z1.err" && fail "znapzend weir->weir fell back to plain bytes"
-has_msg "$TMP/z1.err" "connection from 127.0.0.1" "znapzend: weir to weir speaks the weir stream"
+if on_linux "weir to weir as mbuffer speaks the weir stream (the kept SYN's mark)"; then
+    grep -q "plain bytes" "$TMP/z1.err" && fail "znapzend weir->weir fell back to plain bytes"
+    has_msg "$TMP/z1.err" "connection from 127.0.0.1" "znapzend: weir to weir speaks the weir stream"
+fi
 # a real mbuffer sender into weir
 mb_listen "$TMP/z2.out" "$TMP/z2.err" $zrecv -I 0
 "$REAL_MBUFFER" $zsend -O "127.0.0.1:$LPORT" <"$TMP/in" 2>/dev/null || fail "znapzend: real mbuffer sender exited $?"

@@ -70,6 +70,8 @@ ip netns exec "$A" "$MB" -q -s 256k -W 600 -m 1G -O 10.77.0.2:9093 <"$TMP/in" ||
 wait_bounded "$rpid" 30
 [ "$STATUS" -eq 0 ] || { cat "$TMP/r4.err"; fail "weir as mbuffer across the veth: exit $STATUS"; }
 same "$TMP/in" "$TMP/r4.out" "znapzend's lines across hosts, weir on both ends"
-grep -q "plain bytes" "$TMP/r4.err" && fail "weir to weir across the veth fell back to plain bytes"
-ok "weir to weir across the veth speaks the weir stream"
+if on_linux "weir to weir as mbuffer speaks the weir stream (the kept SYN's mark)"; then
+    grep -q "plain bytes" "$TMP/r4.err" && fail "weir to weir across the veth fell back to plain bytes"
+    ok "weir to weir across the veth speaks the weir stream"
+fi
 done_testing
