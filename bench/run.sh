@@ -37,7 +37,7 @@ case " $CASES " in
     echo "# sshd on 127.0.0.1:$SSHPORT for the ssh references" >&2 ;;
 esac
 case " $CASES " in
-*" enc_"* | *" ssh_"* | *" resume_cost_key "*)
+*" enc_"* | *" ssh_"* | *" resume_cost_key "* | *" posix "*)
     "$W" -q --genkey "$T/bench.key" --key-id bench || exit 1
     KEY="--key-file $T/bench.key" ;;
 esac
@@ -255,6 +255,28 @@ for c in $CASES; do
             B="lz4 -q -1 -c $MIX | mbuffer -q -O 127.0.0.1:$p 2>/dev/null"
         }
         run_case "\`weir -z -O\` → \`weir -I\` vs \`lz4 \\| mbuffer\` → \`mbuffer \\| lz4 -d\`" "≤ 0.60" ;;
+    posix)
+        # the portable build (-Dplatform=posix: no splice, no pipe sizes,
+        # signals looked for between pauses) against the Linux build
+        if [ ! -f build-bench-posix/build.ninja ]; then
+            meson setup build-bench-posix -Dbuildtype=release -Dplatform=posix >/dev/null || exit 1
+        fi
+        ninja -C build-bench-posix >/dev/null || exit 1
+        WP=$PWD/build-bench-posix/weir
+        prep_a() { :; }; prep_b() { :; }
+        A="cat $MIX | $WP -q | cat >/dev/null"
+        B="cat $MIX | $W -q | cat >/dev/null"
+        run_case "POSIX build vs Linux build: \`cat F \\| weir \\| cat\`" "≤ 1.25"
+        prep_a() { W=$WP start_weir_listener; A="$WP -q -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() { start_weir_listener; B="$W -q -O 127.0.0.1:$LP -i $MIX"; }
+        run_case "POSIX build vs Linux build: loopback \`weir -O\` → \`weir -I\`" "≤ 1.25"
+        A="$WP -q -z -T 2 -i $MIX -o /dev/null"
+        B="$W -q -z -T 2 -i $MIX -o /dev/null"
+        prep_a() { :; }; prep_b() { :; }
+        run_case "POSIX build vs Linux build: \`weir -z -T 2\` (mixed)" "≤ 1.25"
+        prep_a() { W=$WP start_weir_listener $KEY; A="$WP -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
+        prep_b() { start_weir_listener $KEY; B="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
+        run_case "POSIX build vs Linux build: keyed loopback" "≤ 1.25" ;;
     enc_ssh)
         prep_a() { start_weir_listener $KEY; A="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
         prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }

@@ -21,6 +21,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* FreeBSD and illumos make descriptors close-on-exec at birth (pipe2,
+ * accept4, SOCK_CLOEXEC) and wait for signals with a timeout
+ * (sigtimedwait); macOS, and the generic path, do neither. */
+#if defined(__FreeBSD__) || defined(__sun)
+#define OS_ATOMIC_CLOEXEC 1
+#define OS_SIGTIMEDWAIT 1
+#endif
+
 #if defined(__FreeBSD__)
 #include <sys/procctl.h>
 #include <sys/ioctl.h>
@@ -86,6 +94,16 @@ void os_die_with_parent(int sig)
 #endif
 }
 
+#if defined(OS_SIGTIMEDWAIT)
+int os_wait_signal(const sigset_t *set, siginfo_t *si, double seconds)
+{
+    if (seconds < 0)
+        seconds = 0;
+    struct timespec ts = {.tv_sec = (time_t)seconds,
+                          .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    return sigtimedwait(set, si, &ts);
+}
+#else
 /* The pause between two looks at the pending signals: a signal is taken
  * within it. */
 #define SIGNAL_POLL_NS (5 * 1000 * 1000L)
@@ -122,8 +140,13 @@ int os_wait_signal(const sigset_t *set, siginfo_t *si, double seconds)
             if (sigwait(&one, &got) != 0)
                 return -1;
             if (si) {
+                /* sigwait tells no sender: taken as sent to weir alone,
+                 * which weir passes on to its children (one from a
+                 * terminal then reaches them twice, which ends them all
+                 * the same) */
                 *si = (siginfo_t){0};
                 si->si_signo = got;
+                si->si_code = SI_USER;
             }
             return got;
         }
@@ -139,6 +162,7 @@ int os_wait_signal(const sigset_t *set, siginfo_t *si, double seconds)
             return -1;
     }
 }
+#endif
 
 int os_cond_monotonic(pthread_condattr_t *attr)
 {
@@ -172,6 +196,9 @@ int os_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const struct times
  * does not reach the child. */
 void os_close_inherited(int keep)
 {
+#if defined(OS_ATOMIC_CLOEXEC)
+    (void)keep;   /* every descriptor weir makes is close-on-exec from its birth */
+#else
     struct rlimit rl;
     int top = 1024;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
@@ -179,10 +206,12 @@ void os_close_inherited(int keep)
     for (int fd = 3; fd < top; fd++)
         if (fd != keep)
             (void)close(fd);
+#endif
 }
 
 /* ---- descriptors ---- */
 
+#if !defined(OS_ATOMIC_CLOEXEC)
 /* Mark fd close-on-exec and, if asked, non-blocking: 0, or -1 with the
  * descriptor closed. */
 static int mark(int fd, bool nonblocking)
@@ -202,7 +231,29 @@ static int mark(int fd, bool nonblocking)
 #endif
     return 0;
 }
+#endif
 
+#if defined(OS_ATOMIC_CLOEXEC)
+int os_pipe(int fds[2])
+{
+    return pipe2(fds, O_CLOEXEC);
+}
+
+int os_socketpair(int fds[2])
+{
+    return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
+}
+
+int os_socket(int family, int type, int protocol)
+{
+    return socket(family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
+}
+
+int os_accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+    return accept4(fd, sa, len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+}
+#else
 int os_pipe(int fds[2])
 {
     if (pipe(fds) != 0)
@@ -244,6 +295,7 @@ int os_accept(int fd, struct sockaddr *sa, socklen_t *len)
     int c = accept(fd, sa, len);
     return c < 0 || mark(c, true) != 0 ? -1 : c;
 }
+#endif
 
 ssize_t os_send(int fd, const void *buf, size_t len, bool dontwait)
 {
