@@ -3,7 +3,7 @@
 # is "N passed, M failed"; it exits non-zero if anything failed.
 #
 #   scripts/test.sh           release build, the portable (POSIX) build, then
-#                             ASan+UBSan, TSan and valgrind
+#                             ASan+UBSan, TSan, valgrind and the macOS cross-compile
 #   scripts/test.sh --quick   release build only
 #
 # It installs missing build dependencies first (scripts/deps.sh).
@@ -137,6 +137,16 @@ if ! $quick; then
         -Db_sanitize=address,undefined -Db_lundef=false
     suite tsan build-tsan 6 -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false
     valgrind_pass
+    # every source file compiles for macOS, implicit declarations as errors
+    echo "=== cross (zig cc, x86_64-macos and aarch64-macos)"
+    if bash scripts/cross.sh >cross.log 2>&1; then
+        tail -n 1 cross.log
+        passed=$((passed + 1))
+    else
+        grep -v ': ok$' cross.log | tail -n 40
+        echo "test.sh: cross: some file does not compile for macOS"
+        failed=$((failed + 1))
+    fi
 fi
 echo "$skipped_checks checks skipped (they need Linux; the POSIX build says which)"
 echo "$passed passed, $failed failed"

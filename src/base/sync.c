@@ -125,6 +125,35 @@ int sync_pending_stop(void)
     return 0;
 }
 
+const char *sync_signal_name(int sig)
+{
+    static const struct { int sig; const char *name; } names[] = {
+        {SIGHUP, "HUP"},   {SIGINT, "INT"},     {SIGQUIT, "QUIT"}, {SIGILL, "ILL"},
+        {SIGTRAP, "TRAP"}, {SIGABRT, "ABRT"},   {SIGBUS, "BUS"},   {SIGFPE, "FPE"},
+        {SIGKILL, "KILL"}, {SIGUSR1, "USR1"},   {SIGSEGV, "SEGV"}, {SIGUSR2, "USR2"},
+        {SIGPIPE, "PIPE"}, {SIGALRM, "ALRM"},   {SIGTERM, "TERM"}, {SIGCHLD, "CHLD"},
+        {SIGCONT, "CONT"}, {SIGSTOP, "STOP"},   {SIGTSTP, "TSTP"}, {SIGTTIN, "TTIN"},
+        {SIGTTOU, "TTOU"}, {SIGURG, "URG"},     {SIGXCPU, "XCPU"}, {SIGXFSZ, "XFSZ"},
+        {SIGVTALRM, "VTALRM"}, {SIGPROF, "PROF"}, {SIGSYS, "SYS"},
+#ifdef SIGWINCH
+        {SIGWINCH, "WINCH"},
+#endif
+#ifdef SIGIO
+        {SIGIO, "IO"},
+#endif
+#ifdef SIGPWR
+        {SIGPWR, "PWR"},
+#endif
+#ifdef SIGINFO
+        {SIGINFO, "INFO"},
+#endif
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    return NULL;
+}
+
 static void *stop_watch_main(void *arg)
 {
     struct sync_stop_watch *w = arg;

@@ -60,6 +60,9 @@ void sync_sigmask_at(int how, const sigset_t *set, sigset_t *old, const char *fi
  * not yet taken by the main thread): its number, or 0.  For waits that run
  * where the main thread cannot take signals. */
 int sync_pending_stop(void);
+/* A signal's name without "SIG" ("TERM"), or NULL for one it does not
+ * know: the same on every system (glibc's sigabbrev_np is not). */
+const char *sync_signal_name(int sig);
 
 /* A thread that, between sync_stop_watch_start and _end, sets halt (and
  * sig) once sync_pending_stop finds a signal, looking every 50 ms: the

@@ -34,9 +34,6 @@
 #include <sys/ioctl.h>
 #include <sys/filio.h>
 #endif
-#if defined(__APPLE__)
-#include <sys/ptrace.h>
-#endif
 
 /* ---- processes and memory ---- */
 
@@ -52,8 +49,6 @@ int os_undumpable(void)
     int off = PROC_TRACE_CTL_DISABLE;
     if (procctl(P_PID, getpid(), PROC_TRACE_CTL, &off) != 0)
         return -1;
-#elif defined(__APPLE__)
-    (void)ptrace(PT_DENY_ATTACH, 0, 0, 0);
 #endif
     return 0;
 }

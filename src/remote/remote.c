@@ -135,7 +135,7 @@ struct reader {
 static int halted(struct remote *r, const char *what, struct weir_error *err)
 {
     int sig = atomic_load(&r->halt.sig);
-    const char *name = sigabbrev_np(sig);
+    const char *name = sync_signal_name(sig);
     return error_set(err, WEIR_EXIT_SIGNAL + sig, "interrupted by SIG%s while %s",
                      name ? name : "?", what);
 }

@@ -244,9 +244,9 @@ static int verdict(struct child *c, int ws, int status, struct weir_error *err)
                          WEXITSTATUS(ws), sep, last);
     if (WIFSIGNALED(ws) && shared_stop(WTERMSIG(ws)))
         return error_set(err, WEIR_EXIT_SIGNAL + WTERMSIG(ws), "interrupted by SIG%s",
-                         sigabbrev_np(WTERMSIG(ws)));
+                         sync_signal_name(WTERMSIG(ws)) ? sync_signal_name(WTERMSIG(ws)) : "?");
     if (WIFSIGNALED(ws)) {
-        const char *abbrev = sigabbrev_np(WTERMSIG(ws));
+        const char *abbrev = sync_signal_name(WTERMSIG(ws));
         return error_set(err, status, "%s was killed by SIG%s%s%s", c->name,
                          abbrev ? abbrev : "?", sep, last);
     }
