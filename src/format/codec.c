@@ -261,6 +261,23 @@ static int parse_link_record(const unsigned char *p, size_t len, struct codec_re
     return 0;
 }
 
+/* A greeting: the magic, the versions this weir speaks, its role and its
+ * features. */
+static int parse_greeting_record(const unsigned char *p, size_t len, struct codec_record *r,
+                                 char *why, size_t whylen)
+{
+    if (len != CODEC_GREETING_SIZE || memcmp(p + 9, "WEIR", 4) != 0 || !zeros(p + 20, 4) ||
+        (p[15] != CODEC_ROLE_RECEIVER && p[15] != CODEC_ROLE_SENDER &&
+         p[15] != CODEC_ROLE_TESTER) ||
+        p[14] == 0 || p[14] > p[13])
+        return bad_record(why, whylen, "malformed weir greeting");
+    r->version = p[13];
+    r->oldest = p[14];
+    r->role = p[15];
+    r->features = codec_get32(p + 16);
+    return 0;
+}
+
 int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *r, char *why,
                        size_t whylen)
 {
@@ -278,17 +295,7 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
     case 'A':
         return parse_message_record(p, len, r, why, whylen);
     case 'G':
-        if (len != CODEC_GREETING_SIZE || memcmp(p + 9, "WEIR", 4) != 0 ||
-            !zeros(p + 20, 4) ||
-            (p[15] != CODEC_ROLE_RECEIVER && p[15] != CODEC_ROLE_SENDER &&
-             p[15] != CODEC_ROLE_TESTER) ||
-            p[14] == 0 || p[14] > p[13])
-            return bad_record(why, whylen, "malformed weir greeting");
-        r->version = p[13];
-        r->oldest = p[14];
-        r->role = p[15];
-        r->features = codec_get32(p + 16);
-        return 0;
+        return parse_greeting_record(p, len, r, why, whylen);
     case 'K':
         if (len != CODEC_KEEPALIVE_SIZE || p[9] > CODEC_PHASE_MAX || !zeros(p + 10, 6))
             return bad_record(why, whylen, "malformed weir keepalive");

@@ -789,6 +789,39 @@ static int hear(struct admission *a, struct pending *c)
 
 /* The connection that proved itself becomes the input: 0, or -1 when it
  * could not be set up (it is dropped, and the listener goes on). */
+/* A keyed sender's connection becomes a sealed transport.  The header was
+ * opened to judge it; the stream decoder reads it again from ahead, and
+ * the records after it from the transport (a resume request is the
+ * listener's alone). */
+static int admit_sealed(struct admission *a, struct pending *c, struct transport *t,
+                        unsigned char *ahead, size_t *nahead)
+{
+    struct sealer rx;
+    struct weir_error err;
+    size_t len = SEAL_HEADER + (size_t)seal_body_length(c->buf), plen = 0;
+    unsigned flags;
+    unsigned char first[FIRST_RECORD_MAX];
+    int rc = sealer_init(&rx, &c->sec->keys.to_receiver, c->sec->keys.epoch_records, &err) == 0 &&
+                     open_record(&rx, 0, c->buf, len, first, &plen, &flags) == 0
+                 ? transport_sealed(t, &c->sec->keys, false, 1, c->buf + len, c->have - len,
+                                    &err)
+                 : error_set(&err, WEIR_EXIT_INTERNAL, "cannot set up encryption");
+    sealer_free(&rx);
+    if (rc) {
+        transport_none(t);
+        drop(a, c, "dropped connection from %s: %s", err.msg);
+        return -1;
+    }
+    if (!c->rejoin) {
+        memcpy(ahead, first, plen);
+        *nahead = plen;
+    }
+    OPENSSL_cleanse(first, sizeof first);
+    log_msg(a->log, LOG_INFO, "connection from %s, with the key '%s'%s", c->peer,
+            tls_identity(c->tls), c->rejoin ? ": the sender is back" : "");
+    return 0;
+}
+
 static int admit(struct admission *a, struct pending *c, struct transport *t,
                  unsigned char *ahead, size_t *nahead, struct listener_peer *peer)
 {
@@ -798,32 +831,8 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     t->wire_before = c->received;
     *nahead = 0;
     if (c->state == AWAIT_RECORD) {
-        /* the header was opened to judge it; the stream decoder reads it
-         * again from ahead, and the records after it from the transport (a
-         * resume request is the listener's alone) */
-        struct sealer rx;
-        struct weir_error err;
-        size_t len = SEAL_HEADER + (size_t)seal_body_length(c->buf), plen = 0;
-        unsigned flags;
-        unsigned char first[FIRST_RECORD_MAX];
-        int rc = sealer_init(&rx, &c->sec->keys.to_receiver, c->sec->keys.epoch_records, &err) == 0 &&
-                         open_record(&rx, 0, c->buf, len, first, &plen, &flags) == 0
-                     ? transport_sealed(t, &c->sec->keys, false, 1, c->buf + len, c->have - len,
-                                        &err)
-                     : error_set(&err, WEIR_EXIT_INTERNAL, "cannot set up encryption");
-        sealer_free(&rx);
-        if (rc) {
-            transport_none(t);
-            drop(a, c, "dropped connection from %s: %s", err.msg);
+        if (admit_sealed(a, c, t, ahead, nahead))
             return -1;
-        }
-        if (!c->rejoin) {
-            memcpy(ahead, first, plen);
-            *nahead = plen;
-        }
-        OPENSSL_cleanse(first, sizeof first);
-        log_msg(a->log, LOG_INFO, "connection from %s, with the key '%s'%s", c->peer,
-                tls_identity(c->tls), c->rejoin ? ": the sender is back" : "");
     } else if (c->plain) {
         peer->plain = true;
         *nahead = c->have;

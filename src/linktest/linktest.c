@@ -688,6 +688,39 @@ static int mismatch(struct tester *t, bool theirs, struct weir_error *err)
                      "weir older than them)", t->name);
 }
 
+/* The tester's hello: how many flows, for how long, the largest write
+ * size and how many sizes. */
+static struct codec_link test_hello(const struct linktest_config *c)
+{
+    struct codec_link hello = {.op = CODEC_LINK_HELLO, .n = (uint32_t)c->parallel,
+                               .a = (uint64_t)(c->duration * 1e6)};
+    for (int i = 0; i < c->nsizes; i++)
+        if (c->sizes[i] > hello.b)
+            hello.b = c->sizes[i];
+    hello.c = (uint64_t)c->nsizes;
+    return hello;
+}
+
+/* The listener's welcome: the test's number, its cores, and without a key
+ * the token the flows' secret comes from. */
+static int take_welcome(struct tester *t, struct weir_error *err)
+{
+    struct codec_record r;
+    if (await(t, &r, LINKTEST_SILENCE, "welcome", err))
+        return -1;
+    if (r.type != 'L' || r.link.op != CODEC_LINK_WELCOME)
+        return broke(t, &r, "in place of its welcome", err);
+    t->welcomed = true;
+    t->test = r.link.a;
+    t->res->cpus_there = (int)r.link.n;
+    if (!t->keyed)
+        lt_keyless_secret(r.link.token, t->secret);
+    log_msg(t->log, LOG_INFO, "%s: connected to %s%s%s%s", t->name, t->res->peer,
+            t->keyed ? ", with the key '" : ", without a key",
+            t->keyed ? t->key->id : "", t->keyed ? "'" : "");
+    return 0;
+}
+
 static int open_control(struct tester *t, struct weir_error *err)
 {
     const struct linktest_config *c = t->cfg;
@@ -709,12 +742,7 @@ static int open_control(struct tester *t, struct weir_error *err)
         return atomic_load(&t->stop) ? stopped(t, err) : -1;
     bool theirs = so.peer_features & CODEC_FEATURE_KEY;
     t->serves = so.peer_features & CODEC_FEATURE_LINKTEST;
-    struct codec_link hello = {.op = CODEC_LINK_HELLO, .n = (uint32_t)c->parallel,
-                               .a = (uint64_t)(c->duration * 1e6)};
-    for (int i = 0; i < c->nsizes; i++)
-        if (c->sizes[i] > hello.b)
-            hello.b = c->sizes[i];
-    hello.c = (uint64_t)c->nsizes;
+    struct codec_link hello = test_hello(c);
     unsigned char first[CODEC_GREETING_SIZE + CODEC_LINK_SIZE];
     size_t n = codec_greeting(first, CODEC_ROLE_TESTER, t->keyed ? CODEC_FEATURES_KEYED : 0);
     if (!t->keyed)
@@ -738,20 +766,7 @@ static int open_control(struct tester *t, struct weir_error *err)
             return -1;
     }
     t->asked = true;
-    struct codec_record r;
-    if (await(t, &r, LINKTEST_SILENCE, "welcome", err))
-        return -1;
-    if (r.type != 'L' || r.link.op != CODEC_LINK_WELCOME)
-        return broke(t, &r, "in place of its welcome", err);
-    t->welcomed = true;
-    t->test = r.link.a;
-    t->res->cpus_there = (int)r.link.n;
-    if (!t->keyed)
-        lt_keyless_secret(r.link.token, t->secret);
-    log_msg(t->log, LOG_INFO, "%s: connected to %s%s%s%s", t->name, t->res->peer,
-            t->keyed ? ", with the key '" : ", without a key",
-            t->keyed ? t->key->id : "", t->keyed ? "'" : "");
-    return 0;
+    return take_welcome(t, err);
 }
 
 /* Read one weir record from a data connection by deadline. */

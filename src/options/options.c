@@ -855,6 +855,38 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+/* What follows the options: the command after "--" (a producer, or with
+ * an input a consumer), or nothing. */
+static int take_command(struct weir_options *o, int argc, char **argv, const char *last_arg,
+                        struct weir_error *err)
+{
+    bool dashdash = optind > 1 && optind <= argc && strcmp(argv[optind - 1], "--") == 0 &&
+                    argv[optind - 1] != last_arg;
+    if (dashdash) {
+        if (optind == argc || !argv[optind][0])
+            return bad(err, "--: no command after it (weir -O host:port -- zfs send ...)");
+        o->command = argv + optind;
+        /* with an input, the command consumes what weir reads; without
+         * one, it produces what weir reads */
+        o->command_consumes = o->input_given;
+    } else if (optind < argc) {
+        return bad(err, "unexpected argument '%s' (inputs and outputs take -i, -o, -I, -O; "
+                   "a command to run comes after --)", argv[optind]);
+    }
+    return 0;
+}
+
+/* Under the name mbuffer, -v LEVEL: 0 and 1 are quiet, 4 and up verbose. */
+static void apply_mbuffer_level(struct weir_options *o)
+{
+    if (o->mbuffer_level >= 0 && o->mbuffer_level <= 1)
+        o->quiet = true;
+    if (o->mbuffer_level >= 4) {
+        o->verbosity = o->mbuffer_level - 3;
+        o->quiet = false;   /* mbuffer's -q hides its status line, not its messages */
+    }
+}
+
 int options_parse(int argc, char **argv, struct weir_options *o, struct weir_error *err)
 {
     struct raw_sizes r = {0};
@@ -889,29 +921,12 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
         if (parse_one(o, c, optarg, &r, &ct_given, err))
             return -1;
     }
-    bool dashdash = optind > 1 && optind <= argc && strcmp(argv[optind - 1], "--") == 0 &&
-                    argv[optind - 1] != last_arg;
-    if (dashdash) {
-        if (optind == argc || !argv[optind][0])
-            return bad(err, "--: no command after it (weir -O host:port -- zfs send ...)");
-        o->command = argv + optind;
-        /* with an input, the command consumes what weir reads; without
-         * one, it produces what weir reads */
-        o->command_consumes = o->input_given;
-    } else if (optind < argc) {
-        return bad(err, "unexpected argument '%s' (inputs and outputs take -i, -o, -I, -O; "
-                   "a command to run comes after --)", argv[optind]);
-    }
+    if (take_command(o, argc, argv, last_arg, err))
+        return -1;
     if (o->help || o->version)
         return 0;
-    if (o->as_mbuffer) {
-        if (o->mbuffer_level >= 0 && o->mbuffer_level <= 1)
-            o->quiet = true;
-        if (o->mbuffer_level >= 4) {
-            o->verbosity = o->mbuffer_level - 3;
-            o->quiet = false;   /* mbuffer's -q hides its status line, not its messages */
-        }
-    }
+    if (o->as_mbuffer)
+        apply_mbuffer_level(o);
     if (o->input_path && strcmp(o->input_path, "-") == 0)
         o->input_path = NULL;
     if (resolve_sizes(o, &r, err) || check_conflicts(o, ct_given, err) ||

@@ -130,6 +130,27 @@ static void close_pair(int *p)
         close(p[1]);
 }
 
+/* The child's exec: nothing comes through report (close-on-exec) when it
+ * succeeded, its errno when it failed, and the child is then reaped. */
+static int await_exec(struct child *c, int report, int *data_fd, int status,
+                      struct weir_error *err)
+{
+    int exec_errno = 0;
+    ssize_t got;
+    do
+        got = read(report, &exec_errno, sizeof exec_errno);
+    while (got < 0 && errno == EINTR);
+    close(report);
+    if (got <= 0)
+        return 0;
+    /* exec failed: the child has exited with 127 */
+    waitpid(atomic_load(&c->pid), NULL, 0);
+    atomic_store(&c->pid, 0);
+    close(*data_fd), close(c->err_fd);
+    *data_fd = c->err_fd = -1;
+    return error_sys(err, status, exec_errno, "%s: cannot run it", c->name);
+}
+
 int child_spawn(struct child *c, enum child_role role, char *const *argv, bool stdout_closed,
                 struct weir_log *log, int *data_fd, struct weir_error *err)
 {
@@ -168,21 +189,9 @@ int child_spawn(struct child *c, enum child_role role, char *const *argv, bool s
         return error_sys(err, WEIR_EXIT_INTERNAL, e, "%s: fork", c->name);
     }
     atomic_store(&c->pid, pid);
-    int exec_errno = 0;
-    ssize_t got;
-    do
-        got = read(report[0], &exec_errno, sizeof exec_errno);
-    while (got < 0 && errno == EINTR);
-    close(report[0]);
     c->err_fd = errp[0];
-    if (got > 0) {
-        /* exec failed: the child has exited with 127 */
-        waitpid(pid, NULL, 0);
-        atomic_store(&c->pid, 0);
-        close(*data_fd), close(c->err_fd);
-        *data_fd = c->err_fd = -1;
-        return error_sys(err, status, exec_errno, "%s: cannot run it", c->name);
-    }
+    if (await_exec(c, report[0], data_fd, status, err))
+        return -1;
     /* the thread starts with every signal blocked: only the engine's own
      * threads take them (weir_create lets some in while it sets up) */
     sigset_t all, was;
