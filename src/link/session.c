@@ -560,6 +560,57 @@ static int handshake_reset(struct weir_error *e, const char *name)
                      "(by a receiver that does not have this key, or on the way)", name);
 }
 
+/* The peer's next flight of the handshake into in: STEP_OK with *n bytes,
+ * STEP_STOP, or STEP_FAIL with the cause (closed, reset, silent past the
+ * deadline). */
+static int read_flight(struct transport *t, unsigned char *in, size_t cap, size_t *n,
+                       double deadline, double limit, atomic_bool *stop, struct weir_error *e)
+{
+    double left = deadline - clock_now();
+    ssize_t r = left > 0 ? t->ops->read(t, in, cap, (int)(left * 1000) + 1, stop)
+                         : (errno = ETIMEDOUT, -1);
+    if (r > 0) {
+        *n = (size_t)r;
+        return STEP_OK;
+    }
+    if (r < 0 && errno == ECANCELED)
+        return STEP_STOP;
+    if (r == 0)
+        error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver closed the connection "
+                  "during the handshake (does it have this key?)", t->name);
+    else if (errno == ECONNRESET)
+        handshake_reset(e, t->name);
+    else if (errno == ETIMEDOUT)
+        error_set(e, WEIR_EXIT_NETWORK, "%s: no handshake within %g s", t->name, limit);
+    else
+        error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", t->name);
+    return STEP_FAIL;
+}
+
+/* The handshake done: its keys seal the transport, and what the peer sent
+ * after its last flight (at most one read's worth, and that read was at
+ * most cap) is the sealed transport's first bytes. */
+static int seal_after(struct transport *t, struct tls_handshake *h, unsigned char *in,
+                      size_t cap, uint64_t epoch_records, struct weir_error *e)
+{
+    int rc = STEP_OK;
+    struct seal_session *keys = seal_session_new();
+    ssize_t left = tls_leftover(h, in, cap);
+    if (!keys) {
+        error_sys(e, WEIR_EXIT_INTERNAL, errno, "%s: secret memory", t->name);
+        rc = STEP_FAIL;
+    } else if (left < 0) {
+        error_set(e, WEIR_EXIT_INTERNAL, "%s: more bytes after the handshake than weir "
+                  "keeps", t->name);
+        rc = STEP_FAIL;
+    } else if ((keys->epoch_records = epoch_records, tls_export(h, keys, false, e)) ||
+               transport_sealed(t, keys, true, 0, in, (size_t)left, e)) {
+        rc = STEP_FAIL;
+    }
+    seal_session_free(keys);
+    return rc;
+}
+
 int session_handshake(struct transport *t, struct tls_context *ctx, double limit,
                       uint64_t epoch_records, atomic_bool *stop, const char *label,
                       unsigned char *secret, size_t secretlen, struct weir_error *e)
@@ -593,44 +644,12 @@ int session_handshake(struct transport *t, struct tls_context *ctx, double limit
             rc = STEP_FAIL;
             break;
         }
-        double left = deadline - clock_now();
-        ssize_t r = left > 0 ? t->ops->read(t, in, cap, (int)(left * 1000) + 1, stop)
-                             : (errno = ETIMEDOUT, -1);
-        if (r > 0) {
-            n = (size_t)r;
-        } else if (r < 0 && errno == ECANCELED) {
-            rc = STEP_STOP;
-        } else {
-            rc = r == 0
-                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver closed the connection "
-                                 "during the handshake (does it have this key?)", t->name)
-                 : errno == ECONNRESET ? handshake_reset(e, t->name)
-                 : errno == ETIMEDOUT
-                     ? error_set(e, WEIR_EXIT_NETWORK, "%s: no handshake within %g s",
-                                 t->name, limit)
-                     : error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: handshake", t->name);
-            rc = STEP_FAIL;
-        }
+        rc = read_flight(t, in, cap, &n, deadline, limit, stop, e);
     }
     if (rc == STEP_OK && label && tls_export_bytes(h, label, secret, secretlen, e))
         rc = STEP_FAIL;
-    if (rc == STEP_OK) {
-        struct seal_session *keys = seal_session_new();
-        /* at most one read's worth, and that read was at most cap */
-        ssize_t left = tls_leftover(h, in, cap);
-        if (!keys) {
-            error_sys(e, WEIR_EXIT_INTERNAL, errno, "%s: secret memory", t->name);
-            rc = STEP_FAIL;
-        } else if (left < 0) {
-            error_set(e, WEIR_EXIT_INTERNAL, "%s: more bytes after the handshake than weir "
-                      "keeps", t->name);
-            rc = STEP_FAIL;
-        } else if ((keys->epoch_records = epoch_records, tls_export(h, keys, false, e)) ||
-                   transport_sealed(t, keys, true, 0, in, (size_t)left, e)) {
-            rc = STEP_FAIL;
-        }
-        seal_session_free(keys);
-    }
+    if (rc == STEP_OK)
+        rc = seal_after(t, h, in, cap, epoch_records, e);
     tls_handshake_free(h);
     free(in);
     free(out);

@@ -935,14 +935,10 @@ int options_parse(int argc, char **argv, struct weir_options *o, struct weir_err
     return 0;
 }
 
-void options_to_config(const struct weir_options *o, struct weir_config *c)
+/* The outputs in the order given, then a consuming command's, then the
+ * digest's. */
+static void outputs_to_config(const struct weir_options *o, struct weir_config *c)
 {
-    weir_config_defaults(c);
-    c->input = o->listen ? WEIR_IN_LISTEN
-               : o->command && !o->command_consumes ? WEIR_IN_COMMAND
-               : o->input_path ? WEIR_IN_FILE : WEIR_IN_STDIN;
-    c->input_path = o->input_path;
-    c->command = o->command;
     for (int i = 0; i < o->noutputs; i++) {
         const struct output_spec *s = &o->outputs[i];
         struct weir_output *d = &c->outputs[c->noutputs++];
@@ -967,6 +963,17 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
         c->outputs[c->noutputs].kind = WEIR_OUT_DIGEST;
         c->outputs[c->noutputs++].path = o->hash;
     }
+}
+
+void options_to_config(const struct weir_options *o, struct weir_config *c)
+{
+    weir_config_defaults(c);
+    c->input = o->listen ? WEIR_IN_LISTEN
+               : o->command && !o->command_consumes ? WEIR_IN_COMMAND
+               : o->input_path ? WEIR_IN_FILE : WEIR_IN_STDIN;
+    c->input_path = o->input_path;
+    c->command = o->command;
+    outputs_to_config(o, c);
     c->dsync = o->dsync;
     c->watchdog = o->watchdog;
     /* under the name mbuffer the peer may be mbuffer, nc or socat: plain
