@@ -305,6 +305,45 @@ static int link_test(const struct weir_options *opts, struct weir_log *log,
     return status;
 }
 
+/* -h or -V: the text on standard output, which must be open. */
+static int help_or_version(const struct weir_options *o, bool stdout_closed)
+{
+    if (stdout_closed) {
+        fprintf(stderr, "weir: output <stdout>: standard output is closed\n");
+        return WEIR_EXIT_OUTPUT;
+    }
+    if (o->help)
+        options_usage(stdout);
+    else
+        printf("weir %s\n", WEIR_VERSION);
+    return fflush(stdout) == 0 ? WEIR_EXIT_OK : WEIR_EXIT_OUTPUT;
+}
+
+/* What this weir is: a link tester, the far end of --ssh, the near end of
+ * --ssh, or a transfer; its exit status. */
+static int dispatch(struct weir_options *o, struct weir_log *log, struct progress *pr)
+{
+    if (o->link_test)
+        return link_test(o, log, pr);
+    if (o->ssh_server)
+        return serve_ssh(log, pr);
+    if (!o->ssh_host)
+        return run(o, log, pr, NULL);
+    struct remote *r = NULL;
+    struct weir_error err;
+    int status = ssh_local_ends(o, log);
+    if (status != 0) {
+        /* said */
+    } else if (remote_local_new(&r, o, log, &err)) {
+        log_msg(log, LOG_ERROR, "%s", err.msg);
+        status = err.status;
+    } else {
+        status = run(o, log, pr, r);
+    }
+    remote_free(r);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     bool closed[3];
@@ -318,18 +357,8 @@ int main(int argc, char **argv)
     }
     opts.stdin_closed = closed[0];
     opts.stdout_closed = opts.stdout_null = closed[1];
-    if ((opts.help || opts.version) && closed[1]) {
-        fprintf(stderr, "weir: output <stdout>: standard output is closed\n");
-        return WEIR_EXIT_OUTPUT;
-    }
-    if (opts.help) {
-        options_usage(stdout);
-        return fflush(stdout) == 0 ? WEIR_EXIT_OK : WEIR_EXIT_OUTPUT;
-    }
-    if (opts.version) {
-        printf("weir %s\n", WEIR_VERSION);
-        return fflush(stdout) == 0 ? WEIR_EXIT_OK : WEIR_EXIT_OUTPUT;
-    }
+    if (opts.help || opts.version)
+        return help_or_version(&opts, closed[1]);
     if (opts.genkey)
         return genkey(&opts);
     if (opts.print_pid)   /* mbuffer's --pid: scripts read it to signal weir */
@@ -356,25 +385,7 @@ int main(int argc, char **argv)
         log_close(&log);
         return err.status;
     }
-    int status;
-    if (opts.link_test) {
-        status = link_test(&opts, &log, &pr);
-    } else if (opts.ssh_server) {
-        status = serve_ssh(&log, &pr);
-    } else if (opts.ssh_host) {
-        struct remote *r = NULL;
-        if ((status = ssh_local_ends(&opts, &log)) != 0) {
-            /* said */
-        } else if (remote_local_new(&r, &opts, &log, &err)) {
-            log_msg(&log, LOG_ERROR, "%s", err.msg);
-            status = err.status;
-        } else {
-            status = run(&opts, &log, &pr, r);
-        }
-        remote_free(r);
-    } else {
-        status = run(&opts, &log, &pr, NULL);
-    }
+    int status = dispatch(&opts, &log, &pr);
     progress_close(&pr);
     log_close(&log);
     return status;
