@@ -1106,9 +1106,9 @@ static int load_key(struct tester *t, struct weir_error *err)
     return tls_context_new(&t->tls, &t->keys, t->key, false, err);
 }
 
-int linktest_run(const struct linktest_config *c, struct weir_log *log,
-                 const struct linktest_observer *obs, struct linktest_result *res,
-                 struct weir_error *err)
+/* The result before the test: where it goes, what it asks, this host's
+ * cores. */
+static void result_begin(const struct linktest_config *c, struct linktest_result *res)
 {
     memset(res, 0, sizeof *res);
     snprintf(res->listener, sizeof res->listener, strchr(c->host, ':') ? "[%s]:%s" : "%s:%s",
@@ -1118,6 +1118,28 @@ int linktest_run(const struct linktest_config *c, struct weir_log *log,
     res->duplex_row = -1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     res->cpus_here = cpus > 0 ? (int)cpus : 1;
+}
+
+/* The flows and the control connection closed (cleanly when rc is 0), and
+ * the signal thread ended. */
+static void close_test(struct tester *t, int rc)
+{
+    lt_flows_stop(&t->out);
+    lt_flows_stop(&t->in);
+    if (t->ctl_open) {
+        struct weir_error ignored;
+        transport_close(&t->ctl.t, rc == 0, NULL, &ignored);
+    }
+    atomic_store(&t->done, true);
+    if (t->watching)
+        sync_join(t->watcher);
+}
+
+int linktest_run(const struct linktest_config *c, struct weir_log *log,
+                 const struct linktest_observer *obs, struct linktest_result *res,
+                 struct weir_error *err)
+{
+    result_begin(c, res);
     struct tester *t = calloc(1, sizeof *t);
     if (!t)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "link test");
@@ -1151,15 +1173,7 @@ int linktest_run(const struct linktest_config *c, struct weir_log *log,
      * arrived, before its welcome reached this end: it reads this then. */
     if (rc != 0 && t->ctl_open && !t->peer_stopped && t->asked)
         lt_send_status(&t->ctl, err->status, err->msg);
-    lt_flows_stop(&t->out);
-    lt_flows_stop(&t->in);
-    if (t->ctl_open) {
-        struct weir_error ignored;
-        transport_close(&t->ctl.t, rc == 0, NULL, &ignored);
-    }
-    atomic_store(&t->done, true);
-    if (t->watching)
-        sync_join(t->watcher);
+    close_test(t, rc);
     /* a signal that came while the test's connections closed */
     if (rc != 0 && atomic_load(&t->signal) && err->status < WEIR_EXIT_SIGNAL)
         stopped(t, err);
