@@ -279,6 +279,30 @@ static void pause_until(double until, atomic_bool *stop)
     }
 }
 
+/* One try at each address in turn: the first that connects, or -1 with
+ * the last one's errno (ECANCELED at once on a stop). */
+static int connect_any(const struct addrinfo *res, const struct tcp_settings *o,
+                       double deadline, atomic_bool *stop)
+{
+    int last = EHOSTUNREACH;
+    for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        double left = deadline - clock_now();
+        /* one try (--connect-timeout 0) still waits for a slow path's
+         * answer, or a lost SYN's second chance */
+        int ms = o->connect_timeout <= 0 || left > 5 ? 5000
+                 : left > 0.2                        ? (int)(left * 1000)
+                                                     : 200;
+        int fd = connect_one(ai, ms, stop, !o->raw);
+        if (fd >= 0)
+            return fd;
+        last = errno;
+        if (last == ECANCELED)
+            break;
+    }
+    errno = last;
+    return -1;
+}
+
 int tcp_connect(const char *host, const char *port, const struct tcp_settings *o,
                 atomic_bool *stop, struct weir_log *log, const char *name, int *out,
                 struct weir_error *err)
@@ -294,30 +318,19 @@ int tcp_connect(const char *host, const char *port, const struct tcp_settings *o
         if (rc != 0 && rc != EAI_AGAIN)
             return error_set(err, WEIR_EXIT_NETWORK, "%s: %s", name, gai_strerror(rc));
         if (rc == 0) {
-            for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-                double left = deadline - clock_now();
-                /* one try (--connect-timeout 0) still waits for a slow
-                 * path's answer, or a lost SYN's second chance */
-                int ms = o->connect_timeout <= 0 || left > 5 ? 5000
-                         : left > 0.2                        ? (int)(left * 1000)
-                                                             : 200;
-                int fd = connect_one(ai, ms, stop, !o->raw);
-                if (fd >= 0) {
-                    freeaddrinfo(res);
-                    if (tcp_tune(fd, o->io_timeout) != 0) {
-                        int e = errno;
-                        close(fd);
-                        return error_sys(err, WEIR_EXIT_NETWORK, e, "%s: setsockopt", name);
-                    }
-                    *out = fd;
-                    log_msg(log, LOG_DEBUG, "%s: connected", name);
-                    return 0;
-                }
-                last = errno;
-                if (last == ECANCELED)
-                    break;
-            }
+            int fd = connect_any(res, o, deadline, stop);
+            last = errno;
             freeaddrinfo(res);
+            if (fd >= 0) {
+                if (tcp_tune(fd, o->io_timeout) != 0) {
+                    int e = errno;
+                    close(fd);
+                    return error_sys(err, WEIR_EXIT_NETWORK, e, "%s: setsockopt", name);
+                }
+                *out = fd;
+                log_msg(log, LOG_DEBUG, "%s: connected", name);
+                return 0;
+            }
         } else {
             last = EAGAIN;
         }
