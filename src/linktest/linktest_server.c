@@ -376,6 +376,35 @@ static int refuse(struct transport *control, char *why, size_t whylen, const cha
     return -1;
 }
 
+/* Whether a tester's hello asks for more than this listener serves. */
+static bool beyond_bounds(const struct codec_link *hello)
+{
+    double duration = (double)hello->a / 1e6;
+    return hello->n < 1 || hello->n > LINKTEST_PARALLEL_MAX || duration < LINKTEST_DURATION_MIN ||
+           duration > LINKTEST_DURATION_MAX || hello->b < LINKTEST_SIZE_MIN ||
+           hello->b > LINKTEST_SIZE_MAX || hello->c < 1 || hello->c > LINKTEST_SIZES_MAX;
+}
+
+/* The test takes the tester's connection over, and is marked running. */
+static void take_control(struct linktest_server *s, struct transport *control,
+                         const char *peer_name)
+{
+    memset(&s->ctl, 0, sizeof s->ctl);
+    s->ctl.t = *control;
+    transport_none(control);
+    snprintf(s->ctl.t.name, sizeof s->ctl.t.name, "link test from %s", peer_name);
+    s->ctl.stop = &s->stop;
+    atomic_store(&s->stop, false);
+    sync_lock(&s->lock);
+    s->running = true;
+    s->finished = false;
+    s->accepting = true;
+    s->ctl_closed = false;
+    s->joined = 0;
+    s->stop_why[0] = '\0';
+    sync_unlock(&s->lock);
+}
+
 int linktest_server_start(struct linktest_server *s, struct transport *control,
                           const struct codec_link *hello, const unsigned char *secret,
                           const struct sockaddr_storage *peer, const char *peer_name,
@@ -386,9 +415,7 @@ int linktest_server_start(struct linktest_server *s, struct transport *control,
         return refuse(control, why, whylen, "busy: another link test is under way; try "
                       "again when it is over");   /* never whose: a tester may be anyone */
     double duration = (double)hello->a / 1e6;
-    if (hello->n < 1 || hello->n > LINKTEST_PARALLEL_MAX || duration < LINKTEST_DURATION_MIN ||
-        duration > LINKTEST_DURATION_MAX || hello->b < LINKTEST_SIZE_MIN ||
-        hello->b > LINKTEST_SIZE_MAX || hello->c < 1 || hello->c > LINKTEST_SIZES_MAX)
+    if (beyond_bounds(hello))
         return refuse(control, why, whylen, "it asked for a test beyond this listener's bounds "
                       "(%u connections each way, %g s a measurement, writes of up to %llu "
                       "bytes; at most %d, %g s and %u)", hello->n, duration,
@@ -420,20 +447,7 @@ int linktest_server_start(struct linktest_server *s, struct transport *control,
         lt_flows_stop(&s->in);
         return refuse(control, why, whylen, "this listener is out of memory");
     }
-    memset(&s->ctl, 0, sizeof s->ctl);
-    s->ctl.t = *control;
-    transport_none(control);
-    snprintf(s->ctl.t.name, sizeof s->ctl.t.name, "link test from %s", peer_name);
-    s->ctl.stop = &s->stop;
-    atomic_store(&s->stop, false);
-    sync_lock(&s->lock);
-    s->running = true;
-    s->finished = false;
-    s->accepting = true;
-    s->ctl_closed = false;
-    s->joined = 0;
-    s->stop_why[0] = '\0';
-    sync_unlock(&s->lock);
+    take_control(s, control, peer_name);
     if (sync_create(&s->thread, serve, s, &err)) {
         sync_lock(&s->lock);
         s->running = false;
