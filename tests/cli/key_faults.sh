@@ -37,6 +37,7 @@ listen_keyed() {
 # STATUS, the receiver's exit status
 abort_through() {
     listen_keyed "$TMP/out" "$TMP/lerr"
+    rm -f "$TMP/proxy.out"   # a wait must not find the last run's line
     "$TESTTOOL" proxy "$LPORT" sealdrop "$1" >"$TMP/proxy.out" &
     PIDS+=($!)
     wait_for "$TMP/proxy.out" "proxy listening on" 10

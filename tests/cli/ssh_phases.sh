@@ -30,10 +30,16 @@ for mode in --ssh-tunnel "" --connect-back; do
             sig=${sigs[$((k % 3))]}
             k=$((k + 1))
             label="SIG$sig after $delay s, $dir ${mode:-direct}"
+            # a script's background job starts with SIGINT ignored, and a
+            # signal that comes before weir blocks it (a sanitized weir
+            # starts slowly) would then be lost: weir starts as from a
+            # terminal, with every signal at its default
             if [ "$dir" = push ]; then
-                bg "$WEIR" -q "${SSH[@]}" $mode --remote 'cat >/dev/null' -i /dev/zero
+                bg env --default-signal "$WEIR" -q "${SSH[@]}" $mode --remote 'cat >/dev/null' \
+                    -i /dev/zero
             else
-                bg "$WEIR" -q "${SSH[@]}" $mode --pull --remote 'cat /dev/zero' -o /dev/null
+                bg env --default-signal "$WEIR" -q "${SSH[@]}" $mode --pull --remote 'cat /dev/zero' \
+                    -o /dev/null
             fi
             sleep "$delay"   # the phase to interrupt: the fault's own timing
             kill -"$sig" "$BPID"
