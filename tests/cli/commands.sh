@@ -153,9 +153,10 @@ ok "a consumer that ignores SIGTERM is killed after the grace period"
 
 # a consumer that ignores SIGTERM keeps its input open until it is gone:
 # it never reads a clean end of a stream that failed (it used to get EOF at
-# once, and could commit what it had)
+# once, and could commit what it had); slow enough that the stream is not
+# whole before the signal, sanitized or not
 rm -f "$TMP/committed"
-"$WEIR" -q -r 5M -i "$TMP/big" -- python3 -c "
+"$WEIR" -q -r "$(sized 5M 1M)" -i "$TMP/big" -- python3 -c "
 import signal, sys
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 open('$TMP/ign.pid', 'w').write('1')
