@@ -37,7 +37,11 @@ on_linux() {
 }
 done_testing() {
     [ "$CHECKS" -gt 0 ] || fail "the test ran no checks"
-    echo "# $CHECKS checks passed${SKIPS:+, $SKIPS skipped}"
+    if [ "$SKIPS" -gt 0 ]; then
+        echo "# $CHECKS checks passed, $SKIPS skipped"
+    else
+        echo "# $CHECKS checks passed"
+    fi
     exit 0
 }
 
