@@ -249,10 +249,10 @@ int os_accept(int fd, struct sockaddr *sa, socklen_t *len)
     return accept4(fd, sa, len, SOCK_CLOEXEC | SOCK_NONBLOCK);
 }
 #else
-int os_pipe(int fds[2])
+/* Both ends of a new pipe or pair marked close-on-exec: 0, or -1 with
+ * both closed. */
+static int mark_pair(int fds[2])
 {
-    if (pipe(fds) != 0)
-        return -1;
     if (mark(fds[0], false) != 0) {
         close(fds[1]);
         return -1;
@@ -264,19 +264,14 @@ int os_pipe(int fds[2])
     return 0;
 }
 
+int os_pipe(int fds[2])
+{
+    return pipe(fds) != 0 ? -1 : mark_pair(fds);
+}
+
 int os_socketpair(int fds[2])
 {
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0)
-        return -1;
-    if (mark(fds[0], false) != 0) {
-        close(fds[1]);
-        return -1;
-    }
-    if (mark(fds[1], false) != 0) {
-        close(fds[0]);
-        return -1;
-    }
-    return 0;
+    return socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0 ? -1 : mark_pair(fds);
 }
 
 int os_socket(int family, int type, int protocol)
