@@ -207,7 +207,6 @@ void tcp_listener_close(struct tcp_listener *l)
     l->fd = -1;
 }
 
-/* One non-blocking connect to one address, bounded by timeout_ms. */
 /* Set the traffic class of what fd sends next (IPv4 TOS, IPv6 TCLASS). */
 static void set_class(int fd, int family, int value)
 {
@@ -232,6 +231,7 @@ bool tcp_syn_marked(int fd)
     return (cls & 0xfc) == TCP_WEIR_MARK;   /* the ECN bits are the network's */
 }
 
+/* One non-blocking connect to one address, bounded by timeout_ms. */
 static int connect_one(const struct addrinfo *ai, int timeout_ms, atomic_bool *stop,
                        bool mark)
 {

@@ -71,12 +71,13 @@ for cut in kill reconnect; do
         -i "$TMP/big" 2>"$TMP/serr" &
     SPID=$!
     PIDS+=("$SPID")
-    # the receiver goes once the stream is under way (some of it written)
-    for _ in $(seq 200); do
+    # the receiver goes once the stream is under way (some of it written);
+    # a loaded machine may take long to start it, so the bound is wide
+    for _ in $(seq 600); do
         [ -s "$TMP/out" ] && break
         sleep 0.05
     done
-    [ -s "$TMP/out" ] || fail "seal_slow ($cut): the stream never began"
+    [ -s "$TMP/out" ] || { cat "$TMP/serr" "$TMP/lerr" >&2; fail "seal_slow ($cut): the stream never began"; }
     kill -9 "$LPID"
     wait_bounded "$SPID" 60
     [ "$STATUS" -eq 5 ] || { cat "$TMP/serr" >&2; fail "seal_slow ($cut): the sender exited $STATUS, want 5"; }
