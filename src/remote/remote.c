@@ -538,65 +538,70 @@ static int accept_one(struct remote *r, struct tcp_listener *l, const char *want
     }
 }
 
-/* The local end: make the data's connection as the remote weir's answer
- * says.  "listen": connect to it (else, unless --ssh-direct, say so and take
- * the tunnel); "direct": it connected to --connect-back's port; "tunnel":
- * the ssh channel. */
-static int connect_data(struct remote *r, const char *what, struct weir_error *err)
+/* "listen": connect to the remote weir's port, and say so on the channel.
+ * When that fails, unless --ssh-direct, say so and take the tunnel
+ * (*tunnel set). */
+static int connect_listening(struct remote *r, bool *tunnel, struct weir_error *err)
 {
     const struct weir_options *o = r->o;
     const char *host = o->ssh_host;
-    if (strcmp(what, "listen") == 0) {
-        struct tcp_settings ts = {.family = o->family, .connect_timeout = DIRECT_SECS,
-                                  .io_timeout = o->io_timeout};
-        /* test-only: a port that refuses, as a firewall between the hosts would */
-        const char *blocked = getenv("WEIR_TEST_SSH_DIRECT_PORT");
-        if (blocked)
-            snprintf(r->port, sizeof r->port, "%s", blocked);
-        snprintf(r->data_name, sizeof r->data_name, strchr(r->addr, ':') ? "%s [%s]:%s (direct)"
-                 : "%s %s:%s (direct)", host, r->addr, r->port);
-        struct weir_error cerr;
-        int fd;
-        if (tcp_connect(r->addr, r->port, &ts, &r->halt.halt, r->log, r->data_name, &fd, &cerr) ==
-            0) {
-            if (put_all(r->ctl_out, "via direct\n", 11) != 0) {
-                close(fd);
-                return no_answer(r, errno, err);
-            }
-            r->data_fd = fd;
-            r->direct = true;
-            return 0;
-        }
-        if (atomic_load(&r->halt.halt) || o->ssh_path == SSH_PATH_DIRECT) {
-            (void)put_all(r->ctl_out, "via none\n", 9);
-            if (atomic_load(&r->halt.halt))
-                return halted(r, "making the direct connection", err);
-            return error_set(err, WEIR_EXIT_NETWORK, "%s (--ssh-direct: not through ssh)",
-                             cerr.msg);
-        }
-        log_msg(r->log, LOG_WARN, "%s; the data goes through the ssh connection instead",
-                cerr.msg);
-        if (put_all(r->ctl_out, "via tunnel\n", 11) != 0)
+    struct tcp_settings ts = {.family = o->family, .connect_timeout = DIRECT_SECS,
+                              .io_timeout = o->io_timeout};
+    /* test-only: a port that refuses, as a firewall between the hosts would */
+    const char *blocked = getenv("WEIR_TEST_SSH_DIRECT_PORT");
+    if (blocked)
+        snprintf(r->port, sizeof r->port, "%s", blocked);
+    snprintf(r->data_name, sizeof r->data_name, strchr(r->addr, ':') ? "%s [%s]:%s (direct)"
+             : "%s %s:%s (direct)", host, r->addr, r->port);
+    struct weir_error cerr;
+    int fd;
+    if (tcp_connect(r->addr, r->port, &ts, &r->halt.halt, r->log, r->data_name, &fd, &cerr) ==
+        0) {
+        if (put_all(r->ctl_out, "via direct\n", 11) != 0) {
+            close(fd);
             return no_answer(r, errno, err);
-        what = "tunnel";
-    }
-    if (strcmp(what, "direct") == 0 && r->back.fd >= 0) {
-        snprintf(r->data_name, sizeof r->data_name, "%s %s (direct, connected back)", host,
-                 r->back.addr);
-        int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, o->io_timeout, &r->halt.halt,
-                            &r->data_fd, r->data_name, err);
-        if (rc == 0) {
-            r->keep = r->back;   /* to be found again there */
-            r->direct = true;
-        } else {
-            tcp_listener_close(&r->back);
         }
-        r->back.fd = -1;
-        return rc;
+        r->data_fd = fd;
+        r->direct = true;
+        return 0;
     }
-    if (strcmp(what, "tunnel") != 0)
-        return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s answered '%s', which "
-                         "this weir does not know", host, what);
+    if (atomic_load(&r->halt.halt) || o->ssh_path == SSH_PATH_DIRECT) {
+        (void)put_all(r->ctl_out, "via none\n", 9);
+        if (atomic_load(&r->halt.halt))
+            return halted(r, "making the direct connection", err);
+        return error_set(err, WEIR_EXIT_NETWORK, "%s (--ssh-direct: not through ssh)",
+                         cerr.msg);
+    }
+    log_msg(r->log, LOG_WARN, "%s; the data goes through the ssh connection instead",
+            cerr.msg);
+    if (put_all(r->ctl_out, "via tunnel\n", 11) != 0)
+        return no_answer(r, errno, err);
+    *tunnel = true;
+    return 0;
+}
+
+/* "direct": take the remote weir's connection to --connect-back's port. */
+static int accept_connected_back(struct remote *r, struct weir_error *err)
+{
+    snprintf(r->data_name, sizeof r->data_name, "%s %s (direct, connected back)",
+             r->o->ssh_host, r->back.addr);
+    int rc = accept_one(r, &r->back, NULL, 2 * DIRECT_SECS, r->o->io_timeout, &r->halt.halt,
+                        &r->data_fd, r->data_name, err);
+    if (rc == 0) {
+        r->keep = r->back;   /* to be found again there */
+        r->direct = true;
+    } else {
+        tcp_listener_close(&r->back);
+    }
+    r->back.fd = -1;
+    return rc;
+}
+
+/* "tunnel": the data goes on the ssh channel, on a descriptor of its own. */
+static int take_tunnel(struct remote *r, struct weir_error *err)
+{
+    const struct weir_options *o = r->o;
+    const char *host = o->ssh_host;
     if (o->ssh_path == SSH_PATH_DIRECT)
         return error_set(err, WEIR_EXIT_NETWORK, "ssh %s: the remote weir could not connect "
                          "back (--ssh-direct: not through ssh)", host);
@@ -612,7 +617,31 @@ static int connect_data(struct remote *r, const char *what, struct weir_error *e
     return 0;
 }
 
-static int handshake(struct remote *r, int port, struct weir_error *err)
+/* The local end: make the data's connection as the remote weir's answer
+ * says.  "listen": connect to it (else, unless --ssh-direct, say so and take
+ * the tunnel); "direct": it connected to --connect-back's port; "tunnel":
+ * the ssh channel. */
+static int connect_data(struct remote *r, const char *what, struct weir_error *err)
+{
+    if (strcmp(what, "listen") == 0) {
+        bool tunnel = false;
+        if (connect_listening(r, &tunnel, err))
+            return -1;
+        if (!tunnel)
+            return 0;
+        what = "tunnel";
+    }
+    if (strcmp(what, "direct") == 0 && r->back.fd >= 0)
+        return accept_connected_back(r, err);
+    if (strcmp(what, "tunnel") != 0)
+        return error_set(err, WEIR_EXIT_NETWORK, "remote: the weir on %s answered '%s', which "
+                         "this weir does not know", r->o->ssh_host, what);
+    return take_tunnel(r, err);
+}
+
+/* Send the request: the mode, the path, the one-time key, the options for
+ * the remote weir and the command. */
+static int send_request(struct remote *r, int port, struct weir_error *err)
 {
     const struct weir_options *o = r->o;
     size_t cap = REMOTE_REQUEST_MAX;
@@ -663,19 +692,23 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
     secret_free(req, cap);
     if (rc != 0)
         return no_answer(r, e, err);
+    return 0;
+}
+
+/* The remote weir's answer line, or why there is none (a signal, ssh's
+ * end, or the remote weir's refusal). */
+static int read_answer(struct remote *r, char *line, size_t cap, struct weir_error *err)
+{
     struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REMOTE_START_SECS,
                         .halt = &r->halt.halt};
-    char line[1024];
-    long got = get_line(&rd, line, sizeof line);
+    long got = get_line(&rd, line, cap);
     if (got < 0 && errno == ECANCELED) {
         char what[300];
-        snprintf(what, sizeof what, "ssh %s started the other end", o->ssh_host);
+        snprintf(what, sizeof what, "ssh %s started the other end", r->o->ssh_host);
         return halted(r, what, err);
     }
     if (got < 0)
         return no_answer(r, errno, err);
-    int proto = 0, cport = 0;
-    char version[32] = "", what[16] = "", addr[80] = "";
     if (strncmp(line, "refused ", 8) == 0) {
         int code = WEIR_EXIT_NETWORK;
         int used = 0;
@@ -683,6 +716,21 @@ static int handshake(struct remote *r, int port, struct weir_error *err)
             code = WEIR_EXIT_NETWORK;
         return error_set(err, code, "remote: %s", line + 8 + used);
     }
+    return 0;
+}
+
+/* The local end's conversation: the request, the remote weir's answer,
+ * then the data's connection as it says. */
+static int handshake(struct remote *r, int port, struct weir_error *err)
+{
+    const struct weir_options *o = r->o;
+    if (send_request(r, port, err))
+        return -1;
+    char line[1024];
+    if (read_answer(r, line, sizeof line, err))
+        return -1;
+    int proto = 0, cport = 0;
+    char version[32] = "", what[16] = "", addr[80] = "";
     if (sscanf(line, "ready %d %31s", &proto, version) == 2 && proto != REMOTE_PROTOCOL)
         return error_set(err, WEIR_EXIT_NETWORK, "remote: weir %s on %s speaks --ssh protocol "
                          "%d; this weir %s speaks %d", version, o->ssh_host, proto,
@@ -928,6 +976,126 @@ int remote_relay(struct remote *r)
     return WEIR_EXIT_OK;
 }
 
+/* What read_request gathers as it reads the request's lines. */
+struct request_read {
+    char *p, *end;       /* where the next option or the command goes in r->request */
+    int argc, port;
+    bool have_mode;
+    const char *cmd;
+};
+
+/* "path auto|tunnel|direct". */
+static int request_path(struct remote *r, const char *line, struct weir_error *err)
+{
+    r->path = -1;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(line + 5, path_names[i]) == 0)
+            r->path = i;
+    if (r->path < 0)
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: unknown path '%s'",
+                         line + 5);
+    return 0;
+}
+
+/* "key LINE": the one-time key, into secret memory. */
+static int request_key(struct remote *r, const char *line, long len, struct weir_error *err)
+{
+    if (r->key)
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: two keys");
+    r->key = secret_alloc(KEY_TEXT_MAX);
+    if (!r->key || (size_t)len - 4 + 2 > KEY_TEXT_MAX)
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad key line");
+    memcpy(r->key, line + 4, (size_t)len - 4);
+    r->key[len - 4] = '\n';
+    r->key_len = (int)len - 3;
+    return 0;
+}
+
+/* "opt WORD": one more argument for the remote weir's options. */
+static int request_opt(struct remote *r, const char *line, long len, struct request_read *q,
+                       struct weir_error *err)
+{
+    if (q->argc >= REMOTE_ARGS_MAX || q->p + len - 3 > q->end)
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: too many options");
+    memcpy(q->p, line + 4, (size_t)len - 3);
+    r->argv[q->argc++] = q->p;
+    q->p += len - 3;
+    return 0;
+}
+
+/* "cmd LENGTH", then the command's bytes and a newline. */
+static int request_cmd(struct reader *rd, char *line, size_t cap, struct request_read *q,
+                       struct weir_error *err)
+{
+    char *stop;
+    unsigned long clen = strtoul(line + 4, &stop, 10);
+    if (*stop || clen == 0 || q->p + clen + 1 > q->end)
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad command length");
+    for (unsigned long i = 0; i < clen; i++) {
+        int got = get_byte(rd, q->p + i);
+        if (got <= 0)
+            return error_set(err, WEIR_EXIT_NETWORK, "--ssh-server: the request "
+                             "ended inside the command");
+    }
+    q->p[clen] = '\0';
+    q->cmd = q->p;
+    q->p += clen + 1;
+    if (get_line(rd, line, cap) != 0)
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad command");
+    return 0;
+}
+
+/* One line of the request (of len bytes, in line's cap), before "go". */
+static int request_line(struct remote *r, struct reader *rd, char *line, size_t cap, long len,
+                        struct request_read *q, struct weir_error *err)
+{
+    if (strncmp(line, "rejoin ", 7) == 0) {
+        /* a tunnel's transfer comes back through this new session */
+        if (sscanf(line + 7, "%79s %15s", r->rejoin_addr, r->rejoin_port) != 2)
+            return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad rejoin line");
+        r->rejoin = true;
+    } else if (strcmp(line, "mode push") == 0 || strcmp(line, "mode pull") == 0) {
+        r->push = line[5] == 'p' && line[6] == 'u' && line[7] == 's';
+        q->have_mode = true;
+    } else if (strncmp(line, "port ", 5) == 0) {
+        q->port = atoi(line + 5);
+    } else if (strncmp(line, "path ", 5) == 0) {
+        return request_path(r, line, err);
+    } else if (strncmp(line, "key ", 4) == 0) {
+        return request_key(r, line, len, err);
+    } else if (strncmp(line, "opt ", 4) == 0) {
+        return request_opt(r, line, len, q, err);
+    } else if (strncmp(line, "cmd ", 4) == 0) {
+        return request_cmd(rd, line, cap, q, err);
+    } else {
+        OPENSSL_cleanse(line, cap);
+        return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: unknown request line");
+    }
+    return 0;
+}
+
+/* The engine's arguments after the request's options: which way the data
+ * flows, and the command.  Returns their count. */
+static int request_argv(struct remote *r, struct request_read *q)
+{
+    int argc = q->argc;
+    /* the connection itself is made before the engine starts
+     * (remote_configure hands it over); these say which way data flows */
+    if (r->push) {
+        r->argv[argc++] = "-I";
+        r->argv[argc++] = "0";
+    } else {
+        r->argv[argc++] = "-O";
+        r->argv[argc++] = "ssh:1";   /* a placeholder: the connection is made */
+    }
+    r->argv[argc++] = "--";
+    r->argv[argc++] = "/bin/sh";
+    r->argv[argc++] = "-c";
+    r->argv[argc++] = (char *)q->cmd;
+    r->argv[argc] = NULL;
+    return argc;
+}
+
 /* Read the request: its lines into argv (opt), the key (secret memory) and
  * the command. */
 static int read_request(struct remote *r, struct weir_error *err)
@@ -937,12 +1105,10 @@ static int read_request(struct remote *r, struct weir_error *err)
     r->request = secret_alloc(REMOTE_REQUEST_MAX);
     if (!r->request)
         return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "--ssh-server: request");
-    char *p = r->request, *end = r->request + REMOTE_REQUEST_MAX;
+    struct request_read q = {.p = r->request, .end = r->request + REMOTE_REQUEST_MAX,
+                             .argc = 0, .port = -1, .have_mode = false, .cmd = NULL};
     char line[1024];
-    int argc = 0, port = -1;
-    bool have_mode = false;
-    const char *cmd = NULL;
-    r->argv[argc++] = "weir";
+    r->argv[q.argc++] = "weir";
     if (get_line(&rd, line, sizeof line) < 0)
         return errno == ECANCELED ? halted(r, "reading the request", err)
                                   : error_sys(err, WEIR_EXIT_NETWORK, errno,
@@ -962,81 +1128,16 @@ static int read_request(struct remote *r, struct weir_error *err)
                                               "--ssh-server: the request");
         if (strcmp(line, "go") == 0)
             break;
-        if (strncmp(line, "rejoin ", 7) == 0) {
-            /* a tunnel's transfer comes back through this new session */
-            if (sscanf(line + 7, "%79s %15s", r->rejoin_addr, r->rejoin_port) != 2)
-                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad rejoin line");
-            r->rejoin = true;
-        } else if (strcmp(line, "mode push") == 0 || strcmp(line, "mode pull") == 0) {
-            r->push = line[5] == 'p' && line[6] == 'u' && line[7] == 's';
-            have_mode = true;
-        } else if (strncmp(line, "port ", 5) == 0) {
-            port = atoi(line + 5);
-        } else if (strncmp(line, "path ", 5) == 0) {
-            r->path = -1;
-            for (int i = 0; i < 3; i++)
-                if (strcmp(line + 5, path_names[i]) == 0)
-                    r->path = i;
-            if (r->path < 0)
-                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: unknown path '%s'",
-                                 line + 5);
-        } else if (strncmp(line, "key ", 4) == 0) {
-            if (r->key)
-                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: two keys");
-            r->key = secret_alloc(KEY_TEXT_MAX);
-            if (!r->key || (size_t)len - 4 + 2 > KEY_TEXT_MAX)
-                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad key line");
-            memcpy(r->key, line + 4, (size_t)len - 4);
-            r->key[len - 4] = '\n';
-            r->key_len = (int)len - 3;
-        } else if (strncmp(line, "opt ", 4) == 0) {
-            if (argc >= REMOTE_ARGS_MAX || p + len - 3 > end)
-                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: too many options");
-            memcpy(p, line + 4, (size_t)len - 3);
-            r->argv[argc++] = p;
-            p += len - 3;
-        } else if (strncmp(line, "cmd ", 4) == 0) {
-            char *stop;
-            unsigned long clen = strtoul(line + 4, &stop, 10);
-            if (*stop || clen == 0 || p + clen + 1 > end)
-                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad command length");
-            for (unsigned long i = 0; i < clen; i++) {
-                int got = get_byte(&rd, p + i);
-                if (got <= 0)
-                    return error_set(err, WEIR_EXIT_NETWORK, "--ssh-server: the request "
-                                     "ended inside the command");
-            }
-            p[clen] = '\0';
-            cmd = p;
-            p += clen + 1;
-            if (get_line(&rd, line, sizeof line) != 0)
-                return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: bad command");
-        } else {
-            OPENSSL_cleanse(line, sizeof line);
-            return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: unknown request line");
-        }
+        if (request_line(r, &rd, line, sizeof line, len, &q, err))
+            return -1;
     }
     OPENSSL_cleanse(line, sizeof line);
     if (r->rejoin)
         return 0;
-    if (!have_mode || !cmd || !r->key || port < 0 || port > 65535)
+    if (!q.have_mode || !q.cmd || !r->key || q.port < 0 || q.port > 65535)
         return error_set(err, WEIR_EXIT_USAGE, "--ssh-server: incomplete request");
-    r->back_port = port;
-    /* the connection itself is made before the engine starts
-     * (remote_configure hands it over); these say which way data flows */
-    if (r->push) {
-        r->argv[argc++] = "-I";
-        r->argv[argc++] = "0";
-    } else {
-        r->argv[argc++] = "-O";
-        r->argv[argc++] = "ssh:1";   /* a placeholder: the connection is made */
-    }
-    r->argv[argc++] = "--";
-    r->argv[argc++] = "/bin/sh";
-    r->argv[argc++] = "-c";
-    r->argv[argc++] = (char *)cmd;
-    r->argv[argc] = NULL;
-    return argc;
+    r->back_port = q.port;
+    return request_argv(r, &q);
 }
 
 /* Move bytes from one descriptor to the other until the end (spliced when
@@ -1099,6 +1200,125 @@ static void *relay_out_main(void *arg)
     return NULL;
 }
 
+/* --connect-back: connect to the local weir's port (*what "direct"); when
+ * that fails, unless --ssh-direct, say so, and the data takes the tunnel. */
+static int connect_back(struct remote *r, const struct tcp_settings *ts, const char **what,
+                        struct weir_error *err)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", r->back_port);
+    /* test-only: connect back through a port that cuts the connection */
+    const char *via = getenv("WEIR_TEST_SSH_BACK_PORT");
+    if (via)
+        snprintf(port, sizeof port, "%s", via);
+    snprintf(r->data_name, sizeof r->data_name, strchr(r->peer, ':')
+             ? "the local weir [%s]:%s (connected back)" : "the local weir %s:%s "
+             "(connected back)", r->peer, port);
+    struct weir_error cerr;
+    if (tcp_connect(r->peer, port, ts, &r->halt.halt, r->log, r->data_name, &r->data_fd,
+                    &cerr) == 0) {
+        *what = "direct";
+    } else if (atomic_load(&r->halt.halt)) {
+        return halted(r, "connecting back", err);
+    } else if (r->path == SSH_PATH_DIRECT) {
+        *err = cerr;
+        remote_refuse(r, err->status, err->msg);
+        return -1;
+    } else {
+        log_msg(r->log, LOG_WARN, "%s; the data goes through the ssh connection instead",
+                cerr.msg);
+    }
+    return 0;
+}
+
+/* Through ssh: a port on this host's loopback (*lo), where a new ssh
+ * session brings the local weir back after a break; without it a break
+ * cannot be resumed. */
+static void rejoin_listener(struct remote *r, struct tcp_listener *lo)
+{
+    struct tcp_settings ls = {.family = AF_INET, .bind_addr = "127.0.0.1"};
+    snprintf(ls.listen_port, sizeof ls.listen_port, "0");
+    struct weir_error lerr;
+    if (tcp_listen(&ls, lo, &lerr) != 0)
+        log_msg(r->log, LOG_WARN, "%s: a break of this transfer cannot be resumed", lerr.msg);
+}
+
+/* Say how the data goes: "ready PROTOCOL VERSION WHAT ADDR PORT", with the
+ * address and port of l, else of lo, else none. */
+static int say_ready(struct remote *r, const char *what, struct tcp_listener *l,
+                     struct tcp_listener *lo, struct weir_error *err)
+{
+    const struct tcp_listener *told = l->fd >= 0 ? l : lo;
+    const char *colon = told->fd >= 0 ? strrchr(told->addr, ':') : NULL;
+    char line[300];
+    int n = snprintf(line, sizeof line, "ready %d %s %s %s %d\n", REMOTE_PROTOCOL,
+                     WEIR_VERSION, what, l->fd >= 0 ? r->self : lo->fd >= 0 ? "127.0.0.1" : "-",
+                     colon ? atoi(colon + 1) : 0);
+    if (put_all(r->ctl_out, line, (size_t)n) != 0) {
+        tcp_listener_close(l);
+        tcp_listener_close(lo);
+        return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the ssh channel");
+    }
+    return 0;
+}
+
+/* "listen": the local weir says how it goes on.  "via direct": its
+ * connection on l, from the address ssh came from (*direct set); "via
+ * tunnel": through ssh, and l is kept for a new session to come back to. */
+static int await_local(struct remote *r, struct tcp_listener *l, bool *direct,
+                       struct weir_error *err)
+{
+    char line[300];
+    struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS,
+                        .halt = &r->halt.halt};
+    long len = get_line(&rd, line, sizeof line);
+    if (len >= 0 && strcmp(line, "via direct") == 0) {
+        *direct = true;
+        snprintf(r->data_name, sizeof r->data_name, "the local weir %s (direct)", r->peer);
+        int rc = accept_one(r, l, r->peer, 2 * DIRECT_SECS, 600, &r->halt.halt, &r->data_fd,
+                            r->data_name, err);
+        if (rc == 0) {
+            r->keep = *l;   /* to be found again there */
+            snprintf(r->keep_host, sizeof r->keep_host, "%s", r->peer);
+        } else {
+            tcp_listener_close(l);
+        }
+        return rc;
+    }
+    if (len >= 0 && strcmp(line, "via tunnel") == 0) {
+        /* the data comes through ssh: a new session may come back here */
+        r->keep = *l;
+        snprintf(r->keep_host, sizeof r->keep_host, "%s", r->self);
+    } else {
+        tcp_listener_close(l);
+    }
+    if (len < 0 && errno == ECANCELED)
+        return halted(r, "waiting for the local weir's connection", err);
+    if (len < 0 || strcmp(line, "via tunnel") != 0)
+        return error_set(err, WEIR_EXIT_NETWORK, "--ssh-server: the local weir made no "
+                         "connection (it said '%.40s')", len < 0 ? "nothing" : line);
+    return 0;
+}
+
+/* The tunnel: the engine's end of a socket pair, relayed to and from the
+ * ssh session's standard input and output. */
+static int start_relay(struct remote *r, struct weir_error *err)
+{
+    r->tunnel = true;
+    snprintf(r->data_name, sizeof r->data_name, "the local weir (through ssh)");
+    if (os_socketpair(r->relay) != 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: socketpair");
+    r->data_fd = r->relay[0];   /* the engine's, once configured */
+    r->relay[0] = -1;
+    if (sync_create(&r->relay_in, relay_in_main, r, err))
+        return -1;
+    r->relay_in_started = true;
+    if (sync_create(&r->relay_out, relay_out_main, r, err))
+        return -1;
+    r->relay_out_started = true;
+    return 0;
+}
+
 /* The server: make the data's connection before the engine starts, and say
  * how ("ready PROTOCOL VERSION listen|direct|tunnel ADDR PORT"): connect
  * back to the local weir's port, or listen on the address ssh reached and
@@ -1113,29 +1333,8 @@ static int server_data(struct remote *r, struct weir_error *err)
     struct tcp_settings ts = {.family = AF_UNSPEC, .connect_timeout = DIRECT_SECS,
                               .io_timeout = 600};
     if (r->back_port > 0) {
-        char port[16];
-        snprintf(port, sizeof port, "%d", r->back_port);
-        /* test-only: connect back through a port that cuts the connection */
-        const char *via = getenv("WEIR_TEST_SSH_BACK_PORT");
-        if (via)
-            snprintf(port, sizeof port, "%s", via);
-        snprintf(r->data_name, sizeof r->data_name, strchr(r->peer, ':')
-                 ? "the local weir [%s]:%s (connected back)" : "the local weir %s:%s "
-                 "(connected back)", r->peer, port);
-        struct weir_error cerr;
-        if (tcp_connect(r->peer, port, &ts, &r->halt.halt, r->log, r->data_name, &r->data_fd,
-                        &cerr) == 0) {
-            what = "direct";
-        } else if (atomic_load(&r->halt.halt)) {
-            return halted(r, "connecting back", err);
-        } else if (r->path == SSH_PATH_DIRECT) {
-            *err = cerr;
-            remote_refuse(r, err->status, err->msg);
+        if (connect_back(r, &ts, &what, err))
             return -1;
-        } else {
-            log_msg(r->log, LOG_WARN, "%s; the data goes through the ssh connection instead",
-                    cerr.msg);
-        }
     } else if (r->path != SSH_PATH_TUNNEL) {
         ts.bind_addr = r->self;
         snprintf(ts.listen_port, sizeof ts.listen_port, "0");
@@ -1151,72 +1350,23 @@ static int server_data(struct remote *r, struct weir_error *err)
     struct tcp_listener lo;
     memset(&lo, 0, sizeof lo);
     lo.fd = -1;
-    if (strcmp(what, "tunnel") == 0) {
-        struct tcp_settings ls = {.family = AF_INET, .bind_addr = "127.0.0.1"};
-        snprintf(ls.listen_port, sizeof ls.listen_port, "0");
-        struct weir_error lerr;
-        if (tcp_listen(&ls, &lo, &lerr) != 0)
-            log_msg(r->log, LOG_WARN, "%s: a break of this transfer cannot be resumed", lerr.msg);
-    }
-    const struct tcp_listener *told = l.fd >= 0 ? &l : &lo;
-    const char *colon = told->fd >= 0 ? strrchr(told->addr, ':') : NULL;
-    char line[300];
-    int n = snprintf(line, sizeof line, "ready %d %s %s %s %d\n", REMOTE_PROTOCOL,
-                     WEIR_VERSION, what, l.fd >= 0 ? r->self : lo.fd >= 0 ? "127.0.0.1" : "-",
-                     colon ? atoi(colon + 1) : 0);
-    if (put_all(r->ctl_out, line, (size_t)n) != 0) {
-        tcp_listener_close(&l);
-        tcp_listener_close(&lo);
-        return error_sys(err, WEIR_EXIT_NETWORK, errno, "--ssh-server: the ssh channel");
-    }
+    if (strcmp(what, "tunnel") == 0)
+        rejoin_listener(r, &lo);
+    if (say_ready(r, what, &l, &lo, err))
+        return -1;
     if (lo.fd >= 0) {
         r->keep = lo;
         snprintf(r->keep_host, sizeof r->keep_host, "127.0.0.1");
     }
     if (l.fd >= 0) {
-        struct reader rd = {.fd = r->ctl_in, .deadline = clock_now() + REQUEST_SECS,
-                            .halt = &r->halt.halt};
-        long len = get_line(&rd, line, sizeof line);
-        if (len >= 0 && strcmp(line, "via direct") == 0) {
-            snprintf(r->data_name, sizeof r->data_name, "the local weir %s (direct)", r->peer);
-            int rc = accept_one(r, &l, r->peer, 2 * DIRECT_SECS, 600, &r->halt.halt, &r->data_fd,
-                                r->data_name, err);
-            if (rc == 0) {
-                r->keep = l;   /* to be found again there */
-                snprintf(r->keep_host, sizeof r->keep_host, "%s", r->peer);
-            } else {
-                tcp_listener_close(&l);
-            }
+        bool direct = false;
+        int rc = await_local(r, &l, &direct, err);
+        if (rc != 0 || direct)
             return rc;
-        }
-        if (len >= 0 && strcmp(line, "via tunnel") == 0) {
-            /* the data comes through ssh: a new session may come back here */
-            r->keep = l;
-            snprintf(r->keep_host, sizeof r->keep_host, "%s", r->self);
-        } else {
-            tcp_listener_close(&l);
-        }
-        if (len < 0 && errno == ECANCELED)
-            return halted(r, "waiting for the local weir's connection", err);
-        if (len < 0 || strcmp(line, "via tunnel") != 0)
-            return error_set(err, WEIR_EXIT_NETWORK, "--ssh-server: the local weir made no "
-                             "connection (it said '%.40s')", len < 0 ? "nothing" : line);
     }
     if (strcmp(what, "direct") == 0)
         return 0;
-    r->tunnel = true;
-    snprintf(r->data_name, sizeof r->data_name, "the local weir (through ssh)");
-    if (os_socketpair(r->relay) != 0)
-        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "--ssh-server: socketpair");
-    r->data_fd = r->relay[0];   /* the engine's, once configured */
-    r->relay[0] = -1;
-    if (sync_create(&r->relay_in, relay_in_main, r, err))
-        return -1;
-    r->relay_in_started = true;
-    if (sync_create(&r->relay_out, relay_out_main, r, err))
-        return -1;
-    r->relay_out_started = true;
-    return 0;
+    return start_relay(r, err);
 }
 
 static int serve_start(struct remote *r, struct weir_options *o, struct weir_error *err);
@@ -1445,80 +1595,101 @@ static bool dialled(struct remote *r)
            (r->again.ss_family == AF_INET || r->again.ss_family == AF_INET6);
 }
 
+/* The local end's start: the sending side's options go to the remote end,
+ * --connect-back's port opens, ssh starts and the two weirs talk. */
+static int start_local(struct remote *r, struct weir_config *c, struct weir_error *err)
+{
+    if (r->o->pull) {
+        /* the sending side's options went to the remote end */
+        c->compress = false;
+        c->read_rate = 0;
+    } else if (c->noutputs >= WEIR_MAX_OUTPUTS) {
+        return error_set(err, WEIR_EXIT_USAGE, "too many outputs for --ssh");
+    }
+    int back = 0;
+    if (r->o->connect_back) {
+        struct tcp_settings ts = {.family = r->o->family};
+        snprintf(ts.listen_port, sizeof ts.listen_port, "0");
+        if (tcp_listen(&ts, &r->back, err))
+            return -1;
+        const char *colon = strrchr(r->back.addr, ':');
+        back = colon ? atoi(colon + 1) : 0;
+        log_msg(r->log, LOG_INFO, "ssh %s: --connect-back: listening on %s", r->o->ssh_host,
+                r->back.addr);
+    }
+    if (sync_stop_watch_start(&r->halt, err))
+        return -1;
+    int rc = spawn_ssh(r, true, err) || handshake(r, back, err) ? -1 : 0;
+    sync_stop_watch_end(&r->halt);
+    if (rc)
+        return -1;
+    return 0;
+}
+
+/* This end receives: the engine's input is the connection made, and a
+ * broken one comes back as it can (to the kept port, through a new ssh
+ * session, or dialled again). */
+static void configure_input(struct remote *r, struct weir_config *c)
+{
+    c->input = WEIR_IN_LISTEN;
+    c->tcp.listen_port[0] = '\0';   /* no listening socket: the connection is made */
+    c->channel_fd = r->data_fd;
+    c->channel_trusted = r->tunnel;
+    c->channel_name = r->data_name;
+    if (r->keep.fd >= 0) {
+        c->listen_fd = r->keep.fd;
+        r->keep.fd = -1;
+        /* only the other weir's host may come back (its key, or through
+         * ssh the session's token, proves it is the other weir); through
+         * ssh it comes back from this host */
+        snprintf(c->tcp.allow_host, sizeof c->tcp.allow_host, "%s", r->keep_host);
+    } else if (r->tunnel && !r->server && r->rejoin_port[0]) {
+        c->input_redial = tunnel_redial;   /* back through a new ssh session */
+        c->input_redial_ctx = r;
+    } else if (!r->tunnel && dialled(r)) {
+        c->input_redial = redial_again;
+        c->input_redial_ctx = r;
+    }
+}
+
+/* This end sends: the TCP output (the one named, or a new one) is the
+ * connection made, and a broken one is redialled as it can. */
+static void configure_output(struct remote *r, struct weir_config *c)
+{
+    struct weir_output *d = NULL;
+    for (int i = 0; i < c->noutputs; i++)
+        if (c->outputs[i].kind == WEIR_OUT_TCP)
+            d = &c->outputs[i];
+    if (!d)
+        d = &c->outputs[c->noutputs++];
+    memset(d, 0, sizeof *d);
+    d->kind = WEIR_OUT_TCP;
+    d->connected = true;
+    d->fd = r->data_fd;
+    if (r->keep.fd >= 0) {
+        d->redial = accept_again;   /* the receiver comes back to this end */
+        d->redial_ctx = r;
+    } else if (!r->server && r->tunnel && r->rejoin_port[0]) {
+        d->redial = tunnel_redial;   /* a broken tunnel comes back through ssh */
+        d->redial_ctx = r;
+    }
+    snprintf(d->host, sizeof d->host, "%s", r->data_name);
+}
+
 int remote_configure(struct remote *r, struct weir_config *c, struct weir_error *err)
 {
     r->reconnect = c->reconnect;
     bool receives = r->server ? r->push : r->o->pull;
-    if (!r->server) {
-        if (r->o->pull) {
-            /* the sending side's options went to the remote end */
-            c->compress = false;
-            c->read_rate = 0;
-        } else if (c->noutputs >= WEIR_MAX_OUTPUTS) {
-            return error_set(err, WEIR_EXIT_USAGE, "too many outputs for --ssh");
-        }
-        int back = 0;
-        if (r->o->connect_back) {
-            struct tcp_settings ts = {.family = r->o->family};
-            snprintf(ts.listen_port, sizeof ts.listen_port, "0");
-            if (tcp_listen(&ts, &r->back, err))
-                return -1;
-            const char *colon = strrchr(r->back.addr, ':');
-            back = colon ? atoi(colon + 1) : 0;
-            log_msg(r->log, LOG_INFO, "ssh %s: --connect-back: listening on %s", r->o->ssh_host,
-                    r->back.addr);
-        }
-        if (sync_stop_watch_start(&r->halt, err))
-            return -1;
-        int rc = spawn_ssh(r, true, err) || handshake(r, back, err) ? -1 : 0;
-        sync_stop_watch_end(&r->halt);
-        if (rc)
-            return -1;
-    }
+    if (!r->server && start_local(r, c, err))
+        return -1;
     /* through ssh, weir adds no encryption of its own: ssh's is there */
     c->key_text = r->tunnel ? NULL : r->key;
     c->key_text_len = r->tunnel ? 0 : (size_t)r->key_len;
     c->port_told = true;
-    if (receives) {
-        c->input = WEIR_IN_LISTEN;
-        c->tcp.listen_port[0] = '\0';   /* no listening socket: the connection is made */
-        c->channel_fd = r->data_fd;
-        c->channel_trusted = r->tunnel;
-        c->channel_name = r->data_name;
-        if (r->keep.fd >= 0) {
-            c->listen_fd = r->keep.fd;
-            r->keep.fd = -1;
-            /* only the other weir's host may come back (its key, or through
-             * ssh the session's token, proves it is the other weir); through
-             * ssh it comes back from this host */
-            snprintf(c->tcp.allow_host, sizeof c->tcp.allow_host, "%s", r->keep_host);
-        } else if (r->tunnel && !r->server && r->rejoin_port[0]) {
-            c->input_redial = tunnel_redial;   /* back through a new ssh session */
-            c->input_redial_ctx = r;
-        } else if (!r->tunnel && dialled(r)) {
-            c->input_redial = redial_again;
-            c->input_redial_ctx = r;
-        }
-    } else {
-        struct weir_output *d = NULL;
-        for (int i = 0; i < c->noutputs; i++)
-            if (c->outputs[i].kind == WEIR_OUT_TCP)
-                d = &c->outputs[i];
-        if (!d)
-            d = &c->outputs[c->noutputs++];
-        memset(d, 0, sizeof *d);
-        d->kind = WEIR_OUT_TCP;
-        d->connected = true;
-        d->fd = r->data_fd;
-        if (r->keep.fd >= 0) {
-            d->redial = accept_again;   /* the receiver comes back to this end */
-            d->redial_ctx = r;
-        } else if (!r->server && r->tunnel && r->rejoin_port[0]) {
-            d->redial = tunnel_redial;   /* a broken tunnel comes back through ssh */
-            d->redial_ctx = r;
-        }
-        snprintf(d->host, sizeof d->host, "%s", r->data_name);
-    }
+    if (receives)
+        configure_input(r, c);
+    else
+        configure_output(r, c);
     r->data_fd = -1;   /* the engine's now */
     return 0;
 }
