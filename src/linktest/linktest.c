@@ -979,6 +979,94 @@ static void set_figure(struct tester *t, int row, enum linktest_way way, uint64_
         t->obs->figure(t->obs->ctx, t->res, row, way);
 }
 
+/* What one measurement has seen so far. */
+struct measurement {
+    bool in, sent, measured, heard, arrived;
+    uint64_t peer_sent, in_bytes;
+    double t0, in_secs;
+    struct codec_link m;   /* the listener's MEASURED */
+};
+
+/* The measurement ran out of time: say which part never came. */
+static int measurement_late(struct tester *t, const struct measurement *ms,
+                            struct weir_error *err)
+{
+    if (ms->heard && !ms->arrived)
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: the listener's data stopped "
+                         "arriving (%llu of the %llu bytes it sent, %g s after the "
+                         "measurement began)", t->name,
+                         (unsigned long long)lt_flows_arrived(&t->in),
+                         (unsigned long long)ms->peer_sent, clock_now() - ms->t0);
+    return error_set(err, WEIR_EXIT_NETWORK, "%s: the listener did not finish a "
+                     "measurement within %g s of its end", t->name, LINKTEST_SILENCE);
+}
+
+/* One record on the control connection during a measurement: the
+ * listener's SENT (what its flows carried) or MEASURED (what ours did). */
+static int measurement_record(struct tester *t, struct measurement *ms,
+                              const struct codec_record *r, struct weir_error *err)
+{
+    if (r->type == 'S')
+        return listener_said(t, r, err);
+    if (r->type == 'L' && r->link.op == CODEC_LINK_SENT && r->link.n == t->step && ms->in &&
+        !ms->heard) {
+        ms->heard = true;
+        ms->peer_sent = r->link.a;
+    } else if (r->type == 'L' && r->link.op == CODEC_LINK_MEASURED &&
+               r->link.n == t->step && !ms->measured && (ms->heard || !ms->in)) {
+        ms->measured = true;
+        ms->m = r->link;
+    } else {
+        return broke(t, r, "during a measurement", err);
+    }
+    return 0;
+}
+
+/* One turn of a measurement: say SENT once our flows are done, see whether
+ * the listener's bytes are all in, and take a control record. */
+static int measurement_turn(struct tester *t, struct measurement *ms, struct weir_error *err)
+{
+    uint64_t total;
+    if (!ms->sent && lt_flows_sent(&t->out, &total)) {
+        struct codec_link done = {.op = CODEC_LINK_SENT, .n = t->step, .a = total};
+        if (lt_send(&t->ctl, &done, err))
+            return atomic_load(&t->stop) ? stopped(t, err) : -1;
+        ms->sent = true;
+    }
+    if (ms->heard && !ms->arrived) {
+        int all = lt_flows_all_in(&t->in, ms->peer_sent, t->name, "listener", &ms->in_secs,
+                                  &ms->in_bytes, err);
+        if (all < 0)
+            return -1;
+        if (all > 0) {
+            ms->arrived = true;
+            return 0;
+        }
+    }
+    struct codec_record r;
+    int got = lt_recv(&t->ctl, LT_POLL_MS, &r, err);
+    if (got < 0)
+        return atomic_load(&t->stop) ? stopped(t, err) : -1;
+    return got == 0 ? 0 : measurement_record(t, ms, &r, err);
+}
+
+/* The figures of a finished measurement, for the way or ways it measured. */
+static void measurement_figures(struct tester *t, int row, unsigned char dir,
+                                const struct measurement *ms, double cpu0)
+{
+    double wall = clock_now() - ms->t0;
+    double cpu = wall > 0 ? (lt_cpu_secs() - cpu0) / wall : 0;
+    double there = (double)ms->m.c / 1000.0, out_secs = (double)ms->m.b / 1e9;
+    if (dir == CODEC_LINK_OUT)
+        set_figure(t, row, LINKTEST_OUT, ms->m.a, out_secs, cpu, there);
+    else if (dir == CODEC_LINK_IN)
+        set_figure(t, row, LINKTEST_IN, ms->in_bytes, ms->in_secs, cpu, there);
+    else {
+        set_figure(t, row, LINKTEST_BOTH_OUT, ms->m.a, out_secs, cpu, there);
+        set_figure(t, row, LINKTEST_BOTH_IN, ms->in_bytes, ms->in_secs, cpu, there);
+    }
+}
+
 /* One measurement: RUN, the senders of this end for the duration, SENT,
  * and the figures of both ends. */
 static int measure(struct tester *t, int row, unsigned char dir, struct weir_error *err)
@@ -989,78 +1077,25 @@ static int measure(struct tester *t, int row, unsigned char dir, struct weir_err
     struct codec_link run = {.op = CODEC_LINK_RUN, .dir = dir, .n = t->step, .a = size,
                              .b = (uint64_t)(c->duration * 1e6)};
     atomic_store(&t->in.read_size, size < LINKTEST_READ_MAX ? size : LINKTEST_READ_MAX);
-    double t0 = clock_now(), cpu0 = lt_cpu_secs();
+    struct measurement ms = {.in = in, .sent = !out, .heard = !in, .arrived = !in,
+                             .t0 = clock_now()};
+    double cpu0 = lt_cpu_secs();
     if (lt_send(&t->ctl, &run, err))
         return atomic_load(&t->stop) ? stopped(t, err) : -1;
     if (out)
         lt_flows_send(&t->out, size, c->duration);
-    bool sent = !out, measured = false, heard = !in, arrived = !in;
-    uint64_t peer_sent = 0, in_bytes = 0;
-    double in_secs = 0;
-    struct codec_link m = {0};
-    double until = t0 + c->duration + LINKTEST_SILENCE;
-    while (!sent || !measured || !arrived) {
+    double until = ms.t0 + c->duration + LINKTEST_SILENCE;
+    while (!ms.sent || !ms.measured || !ms.arrived) {
         if (atomic_load(&t->stop))
             return stopped(t, err);
         if (check_flows(t, err))
             return -1;
-        if (clock_now() > until) {
-            if (heard && !arrived)
-                return error_set(err, WEIR_EXIT_NETWORK, "%s: the listener's data stopped "
-                                 "arriving (%llu of the %llu bytes it sent, %g s after the "
-                                 "measurement began)", t->name,
-                                 (unsigned long long)lt_flows_arrived(&t->in),
-                                 (unsigned long long)peer_sent, clock_now() - t0);
-            return error_set(err, WEIR_EXIT_NETWORK, "%s: the listener did not finish a "
-                             "measurement within %g s of its end", t->name, LINKTEST_SILENCE);
-        }
-        uint64_t total;
-        if (!sent && lt_flows_sent(&t->out, &total)) {
-            struct codec_link done = {.op = CODEC_LINK_SENT, .n = t->step, .a = total};
-            if (lt_send(&t->ctl, &done, err))
-                return atomic_load(&t->stop) ? stopped(t, err) : -1;
-            sent = true;
-        }
-        if (heard && !arrived) {
-            int all = lt_flows_all_in(&t->in, peer_sent, t->name, "listener", &in_secs,
-                                      &in_bytes, err);
-            if (all < 0)
-                return -1;
-            if (all > 0) {
-                arrived = true;
-                continue;
-            }
-        }
-        struct codec_record r;
-        int got = lt_recv(&t->ctl, LT_POLL_MS, &r, err);
-        if (got < 0)
-            return atomic_load(&t->stop) ? stopped(t, err) : -1;
-        if (got == 0)
-            continue;
-        if (r.type == 'S')
-            return listener_said(t, &r, err);
-        if (r.type == 'L' && r.link.op == CODEC_LINK_SENT && r.link.n == t->step && in &&
-            !heard) {
-            heard = true;
-            peer_sent = r.link.a;
-        } else if (r.type == 'L' && r.link.op == CODEC_LINK_MEASURED &&
-                   r.link.n == t->step && !measured && (heard || !in)) {
-            measured = true;
-            m = r.link;
-        } else {
-            return broke(t, &r, "during a measurement", err);
-        }
+        if (clock_now() > until)
+            return measurement_late(t, &ms, err);
+        if (measurement_turn(t, &ms, err))
+            return -1;
     }
-    double wall = clock_now() - t0;
-    double cpu = wall > 0 ? (lt_cpu_secs() - cpu0) / wall : 0, there = (double)m.c / 1000.0;
-    if (dir == CODEC_LINK_OUT)
-        set_figure(t, row, LINKTEST_OUT, m.a, (double)m.b / 1e9, cpu, there);
-    else if (dir == CODEC_LINK_IN)
-        set_figure(t, row, LINKTEST_IN, in_bytes, in_secs, cpu, there);
-    else {
-        set_figure(t, row, LINKTEST_BOTH_OUT, m.a, (double)m.b / 1e9, cpu, there);
-        set_figure(t, row, LINKTEST_BOTH_IN, in_bytes, in_secs, cpu, there);
-    }
+    measurement_figures(t, row, dir, &ms, cpu0);
     t->step++;
     return 0;
 }

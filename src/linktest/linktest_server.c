@@ -203,6 +203,63 @@ static int gather(struct linktest_server *s, struct weir_error *err)
     return send_link(s, &ready, err);
 }
 
+/* What one measurement has seen so far. */
+struct measurement {
+    bool sent, heard, arrived;
+    uint64_t tester_sent, bytes;
+    double secs;
+};
+
+/* The measurement ran out of time: say which part never came. */
+static int measurement_late(struct linktest_server *s, const struct measurement *ms,
+                            struct weir_error *err)
+{
+    if (ms->heard)
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: the tester's data stopped "
+                         "arriving (%llu of the %llu bytes it sent)", s->ctl.t.name,
+                         (unsigned long long)lt_flows_arrived(&s->out),
+                         (unsigned long long)ms->tester_sent);
+    return error_set(err, WEIR_EXIT_NETWORK, "%s: the tester did not finish a "
+                     "measurement within %g s of its end", s->ctl.t.name, LINKTEST_SILENCE);
+}
+
+/* One turn of a measurement: say SENT once our flows are done, see whether
+ * the tester's bytes are all in, and take its SENT from the control
+ * connection. */
+static int measurement_turn(struct linktest_server *s, struct measurement *ms,
+                            struct weir_error *err)
+{
+    uint64_t total;
+    if (!ms->sent && lt_flows_sent(&s->in, &total)) {
+        struct codec_link done = {.op = CODEC_LINK_SENT, .n = s->step, .a = total};
+        if (send_link(s, &done, err))
+            return -1;
+        ms->sent = true;
+    }
+    if (ms->heard && !ms->arrived) {
+        int all = lt_flows_all_in(&s->out, ms->tester_sent, s->ctl.t.name, "tester",
+                                  &ms->secs, &ms->bytes, err);
+        if (all < 0)
+            return -1;
+        if (all > 0) {
+            ms->arrived = true;
+            return 0;
+        }
+    }
+    struct codec_record r;
+    int got = lt_recv(&s->ctl, LT_POLL_MS, &r, err);
+    if (got < 0)
+        return atomic_load(&s->stop) ? stopped(s, err) : -1;
+    if (got == 0)
+        return 0;
+    if (r.type == 'L' && r.link.op == CODEC_LINK_SENT && r.link.n == s->step && !ms->heard) {
+        ms->heard = true;
+        ms->tester_sent = r.link.a;
+        return 0;
+    }
+    return broke(s, &r, "during a measurement", err);
+}
+
 /* One measurement, as RUN asks: the senders of this end for the duration,
  * SENT, then what arrived from the tester, and MEASURED. */
 static int measure(struct linktest_server *s, const struct codec_link *run,
@@ -221,58 +278,22 @@ static int measure(struct linktest_server *s, const struct codec_link *run,
     double t0 = clock_now(), cpu0 = lt_cpu_secs();
     if (in)
         lt_flows_send(&s->in, size, duration);
-    bool sent = !in, heard = !out, arrived = !out;
-    uint64_t tester_sent = 0, bytes = 0;
-    double secs = 0, until = t0 + duration + LINKTEST_SILENCE;
-    while (!sent || !arrived) {
+    struct measurement ms = {.sent = !in, .heard = !out, .arrived = !out};
+    double until = t0 + duration + LINKTEST_SILENCE;
+    while (!ms.sent || !ms.arrived) {
         if (atomic_load(&s->stop))
             return stopped(s, err);
         if (check_flows(s, err))
             return -1;
-        if (clock_now() > until) {
-            if (heard)
-                return error_set(err, WEIR_EXIT_NETWORK, "%s: the tester's data stopped "
-                                 "arriving (%llu of the %llu bytes it sent)", s->ctl.t.name,
-                                 (unsigned long long)lt_flows_arrived(&s->out),
-                                 (unsigned long long)tester_sent);
-            return error_set(err, WEIR_EXIT_NETWORK, "%s: the tester did not finish a "
-                             "measurement within %g s of its end", s->ctl.t.name,
-                             LINKTEST_SILENCE);
-        }
-        uint64_t total;
-        if (!sent && lt_flows_sent(&s->in, &total)) {
-            struct codec_link done = {.op = CODEC_LINK_SENT, .n = s->step, .a = total};
-            if (send_link(s, &done, err))
-                return -1;
-            sent = true;
-        }
-        if (heard && !arrived) {
-            int all = lt_flows_all_in(&s->out, tester_sent, s->ctl.t.name, "tester", &secs,
-                                      &bytes, err);
-            if (all < 0)
-                return -1;
-            if (all > 0) {
-                arrived = true;
-                continue;
-            }
-        }
-        struct codec_record r;
-        int got = lt_recv(&s->ctl, LT_POLL_MS, &r, err);
-        if (got < 0)
-            return atomic_load(&s->stop) ? stopped(s, err) : -1;
-        if (got == 0)
-            continue;
-        if (r.type == 'L' && r.link.op == CODEC_LINK_SENT && r.link.n == s->step && !heard) {
-            heard = true;
-            tester_sent = r.link.a;
-            continue;
-        }
-        return broke(s, &r, "during a measurement", err);
+        if (clock_now() > until)
+            return measurement_late(s, &ms, err);
+        if (measurement_turn(s, &ms, err))
+            return -1;
     }
     double wall = clock_now() - t0;
     double cpu = wall > 0 ? (lt_cpu_secs() - cpu0) / wall : 0;
-    struct codec_link m = {.op = CODEC_LINK_MEASURED, .n = s->step, .a = bytes,
-                           .b = (uint64_t)(secs * 1e9), .c = (uint64_t)(cpu * 1000 + 0.5)};
+    struct codec_link m = {.op = CODEC_LINK_MEASURED, .n = s->step, .a = ms.bytes,
+                           .b = (uint64_t)(ms.secs * 1e9), .c = (uint64_t)(cpu * 1000 + 0.5)};
     s->step++;
     return send_link(s, &m, err);
 }

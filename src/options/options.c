@@ -83,7 +83,9 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-void options_usage(FILE *out)
+/* The help text's first part: the synopsis, then the input, the outputs and
+ * the network. */
+static void usage_io(FILE *out)
 {
     fputs(
 "usage: weir [options] [-- COMMAND [ARGS...]]\n"
@@ -109,7 +111,14 @@ void options_usage(FILE *out)
 "  --raw              plain bytes on the wire, for nc, socat and mbuffer peers\n"
 "  -W S               watchdog: fail when neither the input nor any output\n"
 "                     moves a byte for S seconds (and a listener nobody joins,\n"
-"                     an output FIFO nobody opens)\n"
+"                     an output FIFO nobody opens)\n",
+        out);
+}
+
+/* The help text on the buffer and on keys. */
+static void usage_buffer_and_keys(FILE *out)
+{
+    fputs(
 "\n"
 "buffer:\n"
 "  -m SIZE|N%         buffer size (default 512M; committed only as used)\n"
@@ -129,7 +138,14 @@ void options_usage(FILE *out)
 "                     the key of the file a sender uses (default: the first),\n"
 "                     or the one key a listener takes (default: any of them)\n"
 "  --key-file FILE    -I admits only senders with a key of FILE; -O sends only\n"
-"                     to a receiver that has the key; both encrypt\n"
+"                     to a receiver that has the key; both encrypt\n",
+        out);
+}
+
+/* The help text on the other end over ssh and on the link test. */
+static void usage_ssh_and_link_test(FILE *out)
+{
+    fputs(
 "\n"
 "the other end over ssh (one command, two machines; weir(1), SSH):\n"
 "  --ssh [USER@]HOST  start the other weir on HOST with ssh; the data goes\n"
@@ -150,7 +166,15 @@ void options_usage(FILE *out)
 "  --duration S       seconds a measurement (default 2)\n"
 "  --parallel N       connections each way (default 1, at most 16)\n"
 "  --sweep short|full|SIZE,...  write sizes (short: 1k 64k 1M; full: 1k to 1M)\n"
-"  --allow-link-test  -I: serve link tests to testers without a key as well\n"
+"  --allow-link-test  -I: serve link tests to testers without a key as well\n",
+        out);
+}
+
+/* The help text's last part: compression, reporting, then sizes and the exit
+ * status. */
+static void usage_compression_and_reporting(FILE *out)
+{
+    fputs(
 "\n"
 "compression and the weir stream:\n"
 "  -z, --compress[=LEVEL]  LZ4-compress what is sent (LEVEL > 2 uses LZ4HC)\n"
@@ -174,6 +198,14 @@ void options_usage(FILE *out)
 "4 output, 5 network, 6 data integrity, 128+N signal N. See weir(1); under the\n"
 "name mbuffer, weir takes mbuffer's options (weir(1), COMPATIBILITY).\n",
         out);
+}
+
+void options_usage(FILE *out)
+{
+    usage_io(out);
+    usage_buffer_and_keys(out);
+    usage_ssh_and_link_test(out);
+    usage_compression_and_reporting(out);
 }
 
 #define bad(err, ...) error_set((err), WEIR_EXIT_USAGE, __VA_ARGS__)
@@ -644,8 +676,13 @@ static void defaults(struct weir_options *o)
     o->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
 }
 
-static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_sizes *r,
-                     bool *ct_given, struct weir_error *err)
+/* What parse_one answers for an option that is not of this step's concern. */
+#define NOT_MINE 1
+
+/* The input and the outputs: -i, -o, -O, -I, -f (--truncate), -c, --append and
+ * --sparse. */
+static int parse_io_option(struct weir_options *o, int c, const char *arg,
+                           struct weir_error *err)
 {
     switch (c) {
     case 'i':
@@ -663,58 +700,26 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         o->input_given = true;
         return split_hostport("-I", arg, false, o->allow_host, sizeof o->allow_host,
                               o->listen_port, sizeof o->listen_port, err);
-    case 'm': r->mem = arg; return 0;
-    case 's': r->block = arg; return 0;
-    case 'b': r->blocks = arg; return 0;
-    case 'P': return parse_pct("-P", arg, &o->start_write_pct, err);
-    case 'p': return parse_pct("-p", arg, &o->resume_read_pct, err);
-    case 'r': case 'R': {
-        uint64_t *rate = c == 'r' ? &o->read_rate : &o->write_rate;
-        if (options_parse_size(arg, rate) || *rate == 0)
-            return error_set(err, WEIR_EXIT_USAGE, "-%c: '%s' is not a positive rate",
-                             c, arg);
-        return 0;
-    }
     case 'f': case OPT_TRUNCATE: o->force = true; return 0;
-    case 'q': o->quiet = true; return 0;
-    case 'v':
-        if (!o->as_mbuffer) {
-            o->verbosity++;
-            return 0;
-        } else {
-            /* mbuffer's -v LEVEL: 0 none, 1 errors, 2 warnings, 3 information
-             * (its default), 4 and up debugging */
-            int level = 0;
-            if (parse_int("-v", arg, 0, 6, &level, err))
-                return -1;
-            o->mbuffer_level = level;
-            return 0;
-        }
-    case 'W':
-        return parse_secs("-W", arg, &o->watchdog, err);
-    case 'H': case OPT_MD5: o->hash = "md5"; return 0;
-    case OPT_HASH: {
-        /* fetched, not only named: OpenSSL 3 names digests (md4) that its
-         * default provider cannot run */
-        EVP_MD *md = EVP_MD_fetch(NULL, arg, NULL);
-        EVP_MD_free(md);
-        if (!md)
-            return bad(err, "--hash: '%s' is not a digest this weir knows (md5, sha1, "
-                       "sha256, sha512, blake2b512...)", arg);
-        o->hash = arg;
-        return 0;
-    }
-    case OPT_PID: o->print_pid = true; return 0;
     case 'c': o->dsync = true; return 0;
-    case 'L': o->lock_memory = true; return 0;
-    case 'Q': case OPT_NO_DIRECT: return 0;   /* what they turn off, weir never does */
-    case '0': o->family = AF_UNSPEC; return 0;
-    case 'u':
-        return bad(err, "-u: not supported: weir does not pause after each write; pace "
-                   "the output with -R RATE");
     case OPT_APPEND:
         return bad(err, "--append: not supported: weir writes a whole stream to a new file, "
                    "or with -f over an existing one; append with -o /dev/stdout >> FILE");
+    case OPT_SPARSE: o->sparse = true; return 0;
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* The network: addresses and families, timeouts, --raw, mbuffer's TCP options,
+ * and the watchdog -W. */
+static int parse_network_option(struct weir_options *o, int c, const char *arg, bool *ct_given,
+                                struct weir_error *err)
+{
+    switch (c) {
+    case 'W':
+        return parse_secs("-W", arg, &o->watchdog, err);
+    case '0': o->family = AF_UNSPEC; return 0;
     case OPT_TCPBUFFER:
         return bad(err, "--tcpbuffer: not supported: weir leaves TCP buffer sizes to the "
                    "kernel, which tunes them to the connection");
@@ -729,8 +734,6 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         o->io_timeout = ms / 1000.0;
         return 0;
     }
-    case 'l': o->log_path = arg; return 0;
-    case 'e': case OPT_STOP_ON_ERROR: o->stop_on_error = true; return 0;
     case '4': case '6': {
         int fam = c == '4' ? AF_INET : AF_INET6;
         if (o->family != AF_UNSPEC && o->family != fam)
@@ -747,42 +750,67 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
     case OPT_TIMEOUT: return parse_secs("--timeout", arg, &o->io_timeout, err);
     case OPT_RECONNECT: return parse_secs("--reconnect", arg, &o->reconnect, err);
     case OPT_RAW: o->raw = true; return 0;
-    case OPT_SPARSE: o->sparse = true; return 0;
-    case OPT_NO_SYNC: o->no_sync = true; return 0;
-    case OPT_GENKEY: o->genkey = arg; return 0;
-    case OPT_KEY_ID: o->key_id = arg; return 0;
-    case OPT_KEY_FILE: o->key_file = arg; return 0;
-    case OPT_SIZE:
-        if (options_parse_size(arg, &o->expect_size) || o->expect_size == 0)
-            return bad(err, "--size: '%s' is not a valid size", arg);
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* The buffer's options: its size and blocks, its thresholds and rates, and
+ * mbuffer's options for devices and tapes that weir has no use for. */
+static int parse_buffer_option(struct weir_options *o, int c, const char *arg,
+                               struct raw_sizes *r, struct weir_error *err)
+{
+    switch (c) {
+    case 'm': r->mem = arg; return 0;
+    case 's': r->block = arg; return 0;
+    case 'b': r->blocks = arg; return 0;
+    case 'P': return parse_pct("-P", arg, &o->start_write_pct, err);
+    case 'p': return parse_pct("-p", arg, &o->resume_read_pct, err);
+    case 'r': case 'R': {
+        uint64_t *rate = c == 'r' ? &o->read_rate : &o->write_rate;
+        if (options_parse_size(arg, rate) || *rate == 0)
+            return error_set(err, WEIR_EXIT_USAGE, "-%c: '%s' is not a positive rate",
+                             c, arg);
         return 0;
+    }
+    case 'L': o->lock_memory = true; return 0;
+    case 'Q': case OPT_NO_DIRECT: return 0;   /* what they turn off, weir never does */
+    case 'u':
+        return bad(err, "-u: not supported: weir does not pause after each write; pace "
+                   "the output with -R RATE");
+    case 'e': case OPT_STOP_ON_ERROR: o->stop_on_error = true; return 0;
+    case OPT_NO_SYNC: o->no_sync = true; return 0;
     case OPT_READAHEAD:
         if (options_parse_size(arg, &o->readahead) || o->readahead == 0)
             return bad(err, "--readahead: '%s' is not a valid size", arg);
         if (o->readahead > OPTIONS_MAX_READAHEAD)
             return bad(err, "--readahead: %s is larger than any buffer (at most 1P)", arg);
         return 0;
-    case 'z':
-        o->compress = true;
-        return arg ? parse_int("--compress", arg, 1, 12, &o->level, err) : 0;
-    case 'd':
-        if (o->as_mbuffer)
-            return bad(err, "-d: not supported: under the name mbuffer, -d is mbuffer's 'use "
-                       "the device's block size'; give -s a multiple of it instead (weir -d, "
-                       "decoding, is weir's own)");
-        o->decode = true;
-        return 0;
-    case 'T':
-        if (arg[0] < '0' || arg[0] > '9')
-            return unsupported('T', err);   /* mbuffer's -T FILE */
-        return parse_int("-T", arg, 1, 64, &o->threads, err);
-    case 'h': o->help = true; return 0;
-    case 'V': o->version = true; return 0;
     case 'n': case 'A': case 'a': case 'D': case 't': case OPT_UNSUPPORTED_TAPE:
     case OPT_DIRECT:
         return unsupported(c, err);
-    case OPT_PROGRESS:
-        return parse_progress(o, arg, err);
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* --genkey, --key-id and --key-file. */
+static int parse_key_option(struct weir_options *o, int c, const char *arg)
+{
+    switch (c) {
+    case OPT_GENKEY: o->genkey = arg; return 0;
+    case OPT_KEY_ID: o->key_id = arg; return 0;
+    case OPT_KEY_FILE: o->key_file = arg; return 0;
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* --ssh and its company: the other end over ssh. */
+static int parse_ssh_option(struct weir_options *o, int c, const char *arg,
+                            struct weir_error *err)
+{
+    switch (c) {
     case OPT_SSH:
         /* a host that starts with '-' would be an option to ssh */
         if (!arg[0] || arg[0] == '-' || strpbrk(arg, " \t\n'\"\\;|&$`<>()"))
@@ -818,6 +846,16 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         return 0;
     }
     case OPT_CONNECT_BACK: o->connect_back = true; return 0;
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* --link-test and the options of a test. */
+static int parse_link_test_option(struct weir_options *o, int c, const char *arg,
+                                  struct weir_error *err)
+{
+    switch (c) {
     case OPT_LINK_TEST: o->link_test = true; return 0;
     case OPT_ALLOW_LINK_TEST: o->allow_link_test = true; return 0;
     case OPT_DURATION: {
@@ -838,6 +876,77 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
         if (o->link_sweep)
             return bad(err, "--sweep: given more than once");
         return parse_sweep(o, arg, err);
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* -z, -d and -T: compression and decoding. */
+static int parse_compression_option(struct weir_options *o, int c, const char *arg,
+                                    struct weir_error *err)
+{
+    switch (c) {
+    case 'z':
+        o->compress = true;
+        return arg ? parse_int("--compress", arg, 1, 12, &o->level, err) : 0;
+    case 'd':
+        if (o->as_mbuffer)
+            return bad(err, "-d: not supported: under the name mbuffer, -d is mbuffer's 'use "
+                       "the device's block size'; give -s a multiple of it instead (weir -d, "
+                       "decoding, is weir's own)");
+        o->decode = true;
+        return 0;
+    case 'T':
+        if (arg[0] < '0' || arg[0] > '9')
+            return unsupported('T', err);   /* mbuffer's -T FILE */
+        return parse_int("-T", arg, 1, 64, &o->threads, err);
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* What weir reports and how: --size, --progress, --interval, -q, -v, -l, -H,
+ * --pid, -h and -V. */
+static int parse_reporting_option(struct weir_options *o, int c, const char *arg,
+                                  struct weir_error *err)
+{
+    switch (c) {
+    case 'q': o->quiet = true; return 0;
+    case 'v':
+        if (!o->as_mbuffer) {
+            o->verbosity++;
+            return 0;
+        } else {
+            /* mbuffer's -v LEVEL: 0 none, 1 errors, 2 warnings, 3 information
+             * (its default), 4 and up debugging */
+            int level = 0;
+            if (parse_int("-v", arg, 0, 6, &level, err))
+                return -1;
+            o->mbuffer_level = level;
+            return 0;
+        }
+    case 'H': case OPT_MD5: o->hash = "md5"; return 0;
+    case OPT_HASH: {
+        /* fetched, not only named: OpenSSL 3 names digests (md4) that its
+         * default provider cannot run */
+        EVP_MD *md = EVP_MD_fetch(NULL, arg, NULL);
+        EVP_MD_free(md);
+        if (!md)
+            return bad(err, "--hash: '%s' is not a digest this weir knows (md5, sha1, "
+                       "sha256, sha512, blake2b512...)", arg);
+        o->hash = arg;
+        return 0;
+    }
+    case OPT_PID: o->print_pid = true; return 0;
+    case 'l': o->log_path = arg; return 0;
+    case OPT_SIZE:
+        if (options_parse_size(arg, &o->expect_size) || o->expect_size == 0)
+            return bad(err, "--size: '%s' is not a valid size", arg);
+        return 0;
+    case 'h': o->help = true; return 0;
+    case 'V': o->version = true; return 0;
+    case OPT_PROGRESS:
+        return parse_progress(o, arg, err);
     case OPT_INTERVAL:
         if (parse_secs("--interval", arg, &o->interval, err))
             return -1;
@@ -845,8 +954,30 @@ static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_
             return bad(err, "--interval: '%s' is not a positive number of seconds", arg);
         return 0;
     default:
-        return -1;
+        return NOT_MINE;
     }
+}
+
+/* One option: each concern's step in turn, until one takes it. */
+static int parse_one(struct weir_options *o, int c, const char *arg, struct raw_sizes *r,
+                     bool *ct_given, struct weir_error *err)
+{
+    int rc = parse_io_option(o, c, arg, err);
+    if (rc == NOT_MINE)
+        rc = parse_network_option(o, c, arg, ct_given, err);
+    if (rc == NOT_MINE)
+        rc = parse_buffer_option(o, c, arg, r, err);
+    if (rc == NOT_MINE)
+        rc = parse_key_option(o, c, arg);
+    if (rc == NOT_MINE)
+        rc = parse_ssh_option(o, c, arg, err);
+    if (rc == NOT_MINE)
+        rc = parse_link_test_option(o, c, arg, err);
+    if (rc == NOT_MINE)
+        rc = parse_compression_option(o, c, arg, err);
+    if (rc == NOT_MINE)
+        rc = parse_reporting_option(o, c, arg, err);
+    return rc == NOT_MINE ? -1 : rc;
 }
 
 static const char *base_name(const char *path)

@@ -12,10 +12,7 @@ import re
 import sys
 
 LIMIT = 60
-KNOWN = {  # function: lines today (the house issue splits them next)
-    'parse_one': 200, 'server_data': 111, 'read_request': 105, 'handshake': 100,
-    'options_usage': 89, 'measure': 80, 'remote_configure': 74, 'connect_data': 66,
-}
+KNOWN = {}  # function: lines today; none is over the limit
 CONTROL = re.compile(r'^( *)(if|for|while|switch|do|else)\b')
 
 
