@@ -209,7 +209,7 @@ void os_close_inherited(int keep)
 #if !defined(OS_ATOMIC_CLOEXEC)
 /* Mark fd close-on-exec and, if asked, non-blocking: 0, or -1 with the
  * descriptor closed. */
-static int mark(int fd, bool nonblocking)
+static int mark_fd(int fd, bool nonblocking)
 {
     int fl;
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
@@ -253,11 +253,11 @@ int os_accept(int fd, struct sockaddr *sa, socklen_t *len)
  * both closed. */
 static int mark_pair(int fds[2])
 {
-    if (mark(fds[0], false) != 0) {
+    if (mark_fd(fds[0], false) != 0) {
         close(fds[1]);
         return -1;
     }
-    if (mark(fds[1], false) != 0) {
+    if (mark_fd(fds[1], false) != 0) {
         close(fds[0]);
         return -1;
     }
@@ -277,13 +277,13 @@ int os_socketpair(int fds[2])
 int os_socket(int family, int type, int protocol)
 {
     int fd = socket(family, type, protocol);
-    return fd < 0 || mark(fd, true) != 0 ? -1 : fd;
+    return fd < 0 || mark_fd(fd, true) != 0 ? -1 : fd;
 }
 
 int os_accept(int fd, struct sockaddr *sa, socklen_t *len)
 {
     int c = accept(fd, sa, len);
-    return c < 0 || mark(c, true) != 0 ? -1 : c;
+    return c < 0 || mark_fd(c, true) != 0 ? -1 : c;
 }
 #endif
 
@@ -292,7 +292,7 @@ ssize_t os_send(int fd, const void *buf, size_t len, bool dontwait)
 #if defined(MSG_NOSIGNAL)
     int flags = MSG_NOSIGNAL;
 #else
-    int flags = 0;   /* SO_NOSIGPIPE, set by mark() */
+    int flags = 0;   /* SO_NOSIGPIPE, set by mark_fd() */
 #endif
     if (!dontwait)
         return send(fd, buf, len, flags);
