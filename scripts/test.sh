@@ -102,9 +102,12 @@ valgrind_pass() {
         "decode|build/weir -q -d -T 2 <$tmp/z >$tmp/out"
         "tiny buffer|build/weir -q -s 1k -m 4k <$tmp/in >$tmp/out"
         "lz4 decode|lz4 -q -B4 -BX -c $tmp/in >$tmp/in.lz4 && build/weir -q -d -T 2 <$tmp/in.lz4 >$tmp/out"
+        "zstd|build/weir -q --zstd -T 2 -s 64k --sparse <$tmp/in >$tmp/in.zst && build/weir -q -d -T 2 <$tmp/in.zst >$tmp/out"
+        "zstd decode|zstd -q -c $tmp/in >$tmp/plain.zst && build/weir -q -d <$tmp/plain.zst >$tmp/out"
         "producer and consumer|build/weir -q -z -- cat $tmp/in | build/weir -q -d -i - -- sh -c 'cat >$tmp/out'"
         "encrypted over TCP|encrypted -z"
         "encrypted over TCP, two workers|encrypted -T2"
+        "encrypted zstd over TCP|encrypted --zstd"
     )
     build/weir -q --genkey "$tmp/key" --key-id valgrind || failed=$((failed + 1))
     for c in "${cases[@]}"; do

@@ -68,6 +68,8 @@ struct stats_snapshot {
     uint64_t wire_bytes;   /* bytes on the wire side, when a transform runs */
     bool transform;        /* compression or decoding is active */
     bool decoding;         /* the transform decodes the input (else, if any, -z) */
+    const char *codec;     /* with a transform: "lz4" or "zstd" */
+    int level;             /* compressing: the level it uses; decoding: 0 */
     uint64_t held;         /* bytes held in the buffer */
     uint64_t capacity;     /* bytes the buffer can hold */
     double t_empty;        /* seconds the buffer was empty (input side slower) */

@@ -97,7 +97,9 @@ struct weir_config {
     /* compression and the stream */
     bool compress;               /* LZ4: one frame to files, pipes and commands, the
                                     weir stream to weir connections */
-    int level;
+    bool zstd;                   /* with compress: zstd frames in the weir stream, to
+                                    every output (a zstd file to files and pipes) */
+    int level;                   /* LZ4: 1 to 12; zstd: -100 to 19, not 0 */
     bool decode;                 /* -d: the input must be a weir stream or LZ4 */
     int threads;
     /* holes: a regular-file input is always read by its data extents; with

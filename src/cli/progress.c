@@ -466,10 +466,13 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
     add_u64(l, "reconnections", s->reconnections);
     add(l, ",\"reconnecting\":%s,\"gap_seconds\":%.3f", s->reconnecting ? "true" : "false",
         s->gap_secs);
-    if (s->transform)
+    if (s->transform) {
         add_u64(l, "encoded", s->wire_bytes);
-    else
-        add(l, ",\"encoded\":null");
+        add(l, ",\"codec\":\"%s\",\"level\":", s->codec ? s->codec : "lz4");
+        add(l, s->level ? "%d" : "null", s->level);
+    } else {
+        add(l, ",\"encoded\":null,\"codec\":null,\"level\":null");
+    }
     double dt = s->elapsed - p->elapsed;
     add_rate(l, "in_rate", gained(s->in_bytes, p->in_bytes), dt);
     add_rate(l, "out_rate", gained(written_out(s), written_out(p)), dt);

@@ -63,6 +63,15 @@ static double ratio(const struct stats_snapshot *s)
     return (double)(s->data_bytes - s->hole_bytes) / (double)s->wire_bytes;
 }
 
+/* The codec and, compressing, its level: "zstd -3", "lz4 1". */
+static void codec_name(const struct stats_snapshot *s, char *buf, size_t len)
+{
+    if (s->level)
+        snprintf(buf, len, "%s %d", s->codec ? s->codec : "lz4", s->level);
+    else
+        snprintf(buf, len, "%s", s->codec ? s->codec : "lz4");
+}
+
 /* What the ETA is measured against: --size, else the input file's size
  * (not when it is decoded: its data is larger than it). */
 static uint64_t expected(const struct stats_snapshot *s)
@@ -88,8 +97,11 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
                      total, bar, fill * 100, el);
     if (n < 0 || (size_t)n >= len)
         return;
-    if (now->transform && now->wire_bytes && now->data_bytes > now->hole_bytes)
-        n += snprintf(buf + n, len - (size_t)n, "  ratio %.2f", ratio(now));
+    if (now->transform && now->wire_bytes && now->data_bytes > now->hole_bytes) {
+        char codec[24];
+        codec_name(now, codec, sizeof codec);
+        n += snprintf(buf + n, len - (size_t)n, "  %s ratio %.2f", codec, ratio(now));
+    }
     if ((now->reconnecting || now->reconnections) && (size_t)n < len) {
         n += snprintf(buf + n, len - (size_t)n, "  %s%u reconnection%s",
                       now->reconnecting ? "RECONNECTING, " : "", now->reconnections,
@@ -222,7 +234,9 @@ void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, siz
         char wire[32], wrate[32];
         stats_bytes(s->wire_bytes, wire, sizeof wire);
         stats_rate((double)s->wire_bytes, s->elapsed, wrate, sizeof wrate);
-        n += snprintf(buf + n, len - (size_t)n, "; wire %s, %s", wire, wrate);
+        char codec[24];
+        codec_name(s, codec, sizeof codec);
+        n += snprintf(buf + n, len - (size_t)n, "; wire %s, %s, %s", wire, wrate, codec);
         if (n >= 0 && (size_t)n < len && s->data_bytes > s->hole_bytes)
             n += snprintf(buf + n, len - (size_t)n, ", ratio %.2f", ratio(s));
         if (n < 0 || (size_t)n >= len)

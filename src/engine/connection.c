@@ -317,8 +317,9 @@ int raw_confirm(struct output *o, struct weir_error *e)
     }
 }
 
-/* Whether the two ends agree on encryption: a sender with a key never
- * sends in clear, and one without cannot talk to a receiver that has one. */
+/* Whether the two ends agree on encryption (a sender with a key never
+ * sends in clear, and one without cannot talk to a receiver that has one)
+ * and the receiver reads zstd for --zstd. */
 static int check_keys(struct output *o, struct weir_error *e)
 {
     bool theirs = o->session.peer_features & CODEC_FEATURE_KEY;
@@ -332,6 +333,9 @@ static int check_keys(struct output *o, struct weir_error *e)
     if (codec_keyed_older(o->session.peer_features))
         return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver has a key, but "
                          CODEC_OLDER_KEYED, o->t.name), STEP_FAIL;
+    if (o->p->zstd && !(o->session.peer_features & CODEC_FEATURE_ZSTD))
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver (an older weir) reads no "
+                         "zstd streams: upgrade it, or send with -z", o->t.name), STEP_FAIL;
     return STEP_OK;
 }
 
@@ -544,6 +548,7 @@ int writer_open(struct output *o, bool once, struct weir_error *e)
     uint32_t block_max = p->encode ? p->piece_max : p->wire_block_max;
     session_out_init(&o->session, &o->t, greet, greet && !p->encode,
                      p->encode && o->form == CODEC_FORM_WEIR, block_max);
+    o->session.zstd = p->zstd;
     plan_resuming(o, greet, once);
     double limit = LISTENER_HANDSHAKE_SECS;
     if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)

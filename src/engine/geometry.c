@@ -104,7 +104,8 @@ static void fold_chain(void *ctx, const struct ring_slot *s)
 
 /* Block geometry.  -z: blocks hold a raw block of -s bytes, compressed in
  * pieces of at most 4 MiB (the largest LZ4 block), each with its overhead
- * (codec.h).  Pass-through: -s.  When weir may decode (-d, or -I without
+ * (codec.h); --zstd: the same pieces as zstd frames, which may be a little
+ * larger than their data.  Pass-through: -s.  When weir may decode (-d, or -I without
  * --raw), the blocks are sized later to what the stream declares
  * (pipeline_carve), so that a stream of 64 KiB blocks fills -m with data
  * rather than with 64 KiB in every 4 MiB block; the address space is
@@ -133,7 +134,9 @@ int plan_buffer(struct pipeline *p, struct weir_error *err)
         return ring_reserve(&p->ring, c->mem > least ? c->mem : least, err);
     }
     size_t block = unit;
-    if (p->encode)
+    if (p->zstd)
+        block = codec_zstd_room(unit, p->piece_max);
+    else if (p->encode)
         block += codec_pieces(unit, p->piece_max) * CODEC_PIECE_OVERHEAD;
     uint64_t nblocks = c->mem / pool_stride(block);
     if (nblocks < transform_blocks(p))

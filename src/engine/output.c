@@ -101,7 +101,8 @@ void plan_holes(struct output *o)
     struct pipeline *p = o->p;
     if (p->encode)
         o->holes = o->form == CODEC_FORM_FRAME ? HOLES_FRAME
-                   : session_holes(&o->session) ? HOLES_RECORD : HOLES_REFUSED;
+                   : !session_holes(&o->session) ? HOLES_REFUSED
+                   : p->zstd && !o->session.greet ? HOLES_ZSTD : HOLES_RECORD;
     else if (o->session.frame)
         o->holes = session_holes(&o->session) ? HOLES_RECORD : HOLES_ZEROS;
     else

@@ -274,8 +274,9 @@ static void setup_output(struct pipeline *p, struct output *out, const struct we
         out->hold.holder = true;
     }
     /* -z: a connection to another weir gets the weir stream, anything else
-     * (a file, a pipe, a command, a --raw connection) one LZ4 frame */
-    bool weir = spec->kind == WEIR_OUT_TCP && !p->cfg->tcp.raw;
+     * (a file, a pipe, a command, a --raw connection) one LZ4 frame;
+     * --zstd: every output the weir stream, which is a zstd file too */
+    bool weir = (spec->kind == WEIR_OUT_TCP && !p->cfg->tcp.raw) || p->zstd;
     out->form = weir ? CODEC_FORM_WEIR : CODEC_FORM_FRAME;
     if (p->encode)
         p->sums |= weir ? CODEC_SUMS_WEIR : CODEC_SUMS_FRAME;
@@ -538,6 +539,7 @@ int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_e
     p->channel_fd = c->channel_fd;   /* owned from here on */
     p->listen_fd = c->listen_fd;     /* so is this */
     p->encode = c->compress;
+    p->zstd = c->compress && c->zstd;
     p->may_decode = c->decode || (c->input == WEIR_IN_LISTEN && !c->tcp.raw);
     ratelimit_init(&p->read_rl, c->read_rate);
     struct sigaction saved[3];
@@ -669,6 +671,8 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->hole_bytes = p->hole_bytes;
     s->transform = p->encode || p->decoding;
     s->decoding = p->decoding;
+    s->codec = p->zstd || p->decoding_zstd ? "zstd" : "lz4";
+    s->level = p->encode ? p->cfg->level : 0;
     s->wire_bytes = p->encode ? r->queued_bytes : p->decoding ? s->in_bytes : 0;
     s->held = ring_fill_locked(r);
     s->capacity = ring_capacity_locked(r);

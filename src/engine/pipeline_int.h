@@ -70,6 +70,8 @@ enum output_holes {
     HOLES_RECORD,     /* a weir receiver that takes holes: one record each */
     HOLES_FRAME,      /* -z, one LZ4 frame: blocks of compressed zeros */
     HOLES_REFUSED,    /* -z to a weir that takes no holes: its stream cannot carry one */
+    HOLES_ZSTD,       /* --zstd, a zstd file: the hole's record, then frames of zeros
+                         that zstd decoders write and a weir skips */
 };
 
 /* Resuming: where one record of the stream began, so that the stream can be
@@ -107,6 +109,9 @@ struct output {
     unsigned char *zero_frame; /* the writer's, HOLES_FRAME: a whole block of zeros, and room
                                   for a shorter one */
     size_t zero_frame_len;
+    bool hole_said;            /* the writer's, HOLES_ZSTD: the hole at the cursor has its
+                                  record out; its frames of zeros follow */
+    void *zc;                  /* the writer's, HOLES_ZSTD: its zstd context */
     bool hole_refused;         /* lock: sealing ahead met a hole it cannot send */
     atomic_bool halt;          /* this output must stop (it failed, or all stop) */
     /* lock: */
@@ -180,6 +185,8 @@ struct worker {
     struct sealer seal[WEIR_MAX_OUTPUTS];
     bool seal_ready[WEIR_MAX_OUTPUTS];
     unsigned seal_gen[WEIR_MAX_OUTPUTS];   /* the output's tx_gen they were made for */
+    void *zc, *zd;             /* owned by the worker: its zstd contexts (--zstd, and
+                                  decoding zstd blocks) */
 };
 
 struct pipeline {
@@ -192,7 +199,9 @@ struct pipeline {
     atomic_bool stop;          /* written under lock; read anywhere */
     struct ring ring;          /* the buffer; lock */
 
-    bool encode;               /* -z */
+    bool encode;               /* -z or --zstd */
+    bool zstd;                 /* --zstd: the pieces are zstd frames, every output gets the
+                                  weir stream (codec.h) */
     bool may_decode;           /* -d, or -I without --raw */
     uint32_t wire_block_max;   /* block size a framing output declares */
     uint32_t piece_max;        /* -z: the most raw bytes of a piece (codec.h) */
@@ -230,6 +239,7 @@ struct pipeline {
     uint64_t data_bytes;       /* user data: read (-z) or decoded, holes included */
     uint64_t hole_bytes;       /* of which holes (lock) */
     bool decoding;             /* the input turned out to be a stream to decode */
+    bool decoding_zstd;        /* lock: and its blocks are zstd frames */
 
     /* errors, lock */
     bool failed;

@@ -586,7 +586,8 @@ static int compress_input(struct reader *r, struct weir_error *e)
     /* every output writes its header itself (session_begin, writer_open);
      * the chain starts from the weir header's bytes */
     unsigned char hdr[CODEC_HEADER_SIZE];
-    codec_header(hdr, p->piece_max, CODEC_HEADER_COMPRESSED, CODEC_VERSION);
+    codec_header(hdr, p->piece_max,
+                 CODEC_HEADER_COMPRESSED | (p->zstd ? CODEC_HEADER_ZSTD : 0), CODEC_VERSION);
     sync_lock(&p->lock);
     p->chain = codec_chain_start(hdr);
     sync_unlock(&p->lock);
@@ -725,7 +726,7 @@ static int oversize_block(struct reader *r, struct stream_decoder *d, struct str
     if (stream_payload(d, r->big_in, b->wire_len, e) || stream_block_end(d, b, e))
         return decode_failed(r, e);
     size_t cap = b->lz4 ? b->raw_max : d->block_max;
-    long n = codec_decode_block(r->big_in, b->wire_len, b->stored, r->big_out, cap);
+    long n = stream_decode_block(b, &r->zstd, r->big_in, r->big_out, cap);
     if (stream_verify_block(b, r->big_in, r->big_out, n, p->in.name, e))
         return STEP_FAIL;
     for (size_t off = 0; off < (size_t)n;) {
@@ -819,17 +820,20 @@ static int sink_legacy(void *ctx, struct stream_decoder *d, struct weir_error *e
 static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *e)
 {
     struct reader *r = ctx;
-    tell_unsummed(r, d);
+    bool zstd = d->kind == STREAM_ZSTD;
+    if (!zstd)
+        tell_unsummed(r, d);
     for (;;) {
         unsigned char *dst;
         size_t cap, n;
         if (!ring_fill_reserve(&r->p->ring, 1, &dst, &cap))
             return STEP_STOP;
-        if (stream_lz4_read(d, dst, cap, &n, e))
+        int rc = zstd ? stream_zstd_read(d, dst, cap, &n, e) : stream_lz4_read(d, dst, cap, &n, e);
+        if (rc)
             return decode_failed(r, e);
         if (n > 0)
             fill_publish(r->p, n);
-        if (!d->lz4_linked)
+        if (zstd ? n == 0 : !d->lz4_linked)
             return STEP_OK;
     }
 }
@@ -858,6 +862,7 @@ static int read_input(struct reader *r, struct weir_error *e)
     struct stream_source src = {.read = source_read, .settle = source_settle, .ctx = r,
                                 .error_status = p->in.status, .name = p->in.name,
                                 .sealed = p->in.sealed != NULL,
+                                .window_max = c->mem,   /* -m bounds a zstd window */
                                 /* the trailer ends it: a sender that will say
                                  * it read the answer keeps its direction open */
                                 .one_stream = p->cfg->channel_trusted || p->answer_word};
@@ -870,6 +875,7 @@ static int read_input(struct reader *r, struct weir_error *e)
     if (rc == STEP_OK && d.kind != STREAM_RAW) {
         sync_lock(&p->lock);
         p->decoding = true;
+        p->decoding_zstd = d.kind == STREAM_ZSTD || d.zstd;
         /* a weir sender over TCP gets keepalives and an answer from main */
         p->answer_sender = d.kind == STREAM_WEIR && p->in.is_socket;
         sync_unlock(&p->lock);
@@ -984,6 +990,7 @@ void *reader_main(void *arg)
     }
     free(r.big_in);
     free(r.big_out);
+    codec_zstd_free(NULL, &r.zstd);
     free(r.scan);
     sync_lock(&p->lock);
     bool resumable = p->resumable;

@@ -29,6 +29,7 @@ struct reader {
     bool timed_out;      /* the last read failed for lack of progress */
     int sealed_errno;    /* an encrypted record that did not open, or a cut */
     unsigned char *big_in, *big_out;   /* oversize blocks (oversize_block) */
+    void *zstd;          /* their zstd context, when they are zstd frames */
     bool legacy_told;    /* the user was told that legacy LZ4 has no checksums */
     bool unsummed_told;  /* ... that an LZ4 frame has none */
     /* -z: */

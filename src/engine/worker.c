@@ -135,6 +135,34 @@ static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out,
     sync_unlock(&p->lock);
 }
 
+/* -z or --zstd: one block of raw data into its pieces.  Nonzero when the
+ * engine fails (zstd could not work: out of memory). */
+static int encode_job(struct worker *w, const struct job *j, const unsigned char *src,
+                      unsigned char *dst, uint32_t out)
+{
+    struct pipeline *p = w->p;
+    size_t n;
+    if (!p->zstd) {
+        n = codec_encode(src, j->len, dst, p->cfg->level, j->blk.seq, p->piece_max, p->sums);
+    } else {
+        void *cc = codec_zstd_cctx(&w->zc);
+        n = cc ? codec_encode_zstd(src, j->len, dst, cc, p->cfg->level, j->blk.seq,
+                                   p->piece_max, p->sums) : 0;
+        if (n == 0) {
+            struct weir_error e;
+            error_set(&e, WEIR_EXIT_INTERNAL, "zstd could not compress block %llu (out of "
+                      "memory?)", (unsigned long long)j->blk.seq);
+            sync_lock(&p->lock);
+            p->transforming--;
+            sync_unlock(&p->lock);
+            pipeline_fail(p, &e);
+            return -1;
+        }
+    }
+    worker_finish(p, j, out, n, j->len);
+    return 0;
+}
+
 void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -155,15 +183,14 @@ void *worker_main(void *arg)
         const unsigned char *src = pool_data(&p->ring.pool, j.src);
         unsigned char *dst = pool_data(&p->ring.pool, out);
         if (p->encode) {
-            size_t n = codec_encode(src, j.len, dst, p->cfg->level, j.blk.seq, p->piece_max,
-                                    p->sums);
-            worker_finish(p, &j, out, n, j.len);
+            if (encode_job(w, &j, src, dst, out))
+                break;
             continue;
         }
         size_t cap = p->ring.pool.block_size;
         if (j.blk.lz4 && j.blk.raw_max < cap)
             cap = j.blk.raw_max;
-        long n = codec_decode_block(src, j.len, j.blk.stored, dst, cap);
+        long n = stream_decode_block(&j.blk, &w->zd, src, dst, cap);
         struct weir_error e;
         if (stream_verify_block(&j.blk, src, dst, n, p->in.name, &e)) {
             sync_lock(&p->lock);
@@ -177,6 +204,7 @@ void *worker_main(void *arg)
     for (int i = 0; i < WEIR_MAX_OUTPUTS; i++)
         if (w->seal_ready[i])
             sealer_free(&w->seal[i]);
+    codec_zstd_free(&w->zc, &w->zd);
     thread_done(p, &w->running);
     return NULL;
 }

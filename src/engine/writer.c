@@ -141,6 +141,49 @@ static int write_zero_blocks(struct output *o, size_t n, int tmo, size_t *done,
     return ratelimit_take(&o->rl, bytes, &o->halt) ? STEP_STOP : STEP_OK;
 }
 
+/* HOLES_ZSTD: the hole's record once, then frames of zeros, a piece's
+ * worth each ('z' records: a weir skips them); *done is the raw bytes they
+ * hold. */
+static int write_zstd_zeros(struct output *o, size_t n, int tmo, size_t *done,
+                            struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    if (!o->hole_said) {
+        if (session_hole(&o->session, o->cur.hole_seq, n, tmo, &o->halt))
+            return hole_write_failed(o, e);
+        o->hole_said = true;
+    }
+    size_t full = p->piece_max, cap = CODEC_ZSTD_ZEROS_MAX;
+    if (!o->zero_frame) {
+        o->zero_frame = malloc(2 * cap);
+        void *cc = o->zero_frame ? codec_zstd_cctx(&o->zc) : NULL;
+        if (!cc)
+            return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
+        o->zero_frame_len = codec_zstd_zeros(o->zero_frame, cap, cc, sparse_zeros(), full);
+    }
+    struct iovec iov[ZERO_BLOCKS_AT_ONCE];
+    int cnt = 0;
+    size_t raw = 0, bytes = 0;
+    if (n >= full) {
+        for (; cnt < ZERO_BLOCKS_AT_ONCE && raw + full <= n; cnt++, raw += full)
+            iov[cnt] = (struct iovec){o->zero_frame, o->zero_frame_len};
+        bytes = (size_t)cnt * o->zero_frame_len;
+    } else {
+        unsigned char *tail = o->zero_frame + cap;
+        bytes = codec_zstd_zeros(tail, cap, o->zc, sparse_zeros(), n);
+        iov[cnt++] = (struct iovec){tail, bytes};
+        raw = n;
+    }
+    if (o->zero_frame_len == 0 || bytes == 0)
+        return error_set(e, WEIR_EXIT_INTERNAL, "%s: zeros did not compress", o->t.name),
+               STEP_FAIL;
+    if (transport_writev_all(&o->t, iov, cnt, tmo, &o->halt))
+        return hole_write_failed(o, e);
+    *done = raw;
+    o->hole_said = raw < n;
+    return ratelimit_take(&o->rl, bytes, &o->halt) ? STEP_STOP : STEP_OK;
+}
+
 /* A hole at the cursor, n bytes of it left: skip it, send its record, or
  * write (some of) its zeros.  *done: how much of it is behind. */
 static int write_hole(struct output *o, size_t n, int tmo, size_t *done, struct weir_error *e)
@@ -163,6 +206,8 @@ static int write_hole(struct output *o, size_t n, int tmo, size_t *done, struct 
         return refuse_hole(o, e);
     case HOLES_FRAME:
         return write_zero_blocks(o, n, tmo, done, e);
+    case HOLES_ZSTD:
+        return write_zstd_zeros(o, n, tmo, done, e);
     case HOLES_ZEROS:
         break;
     }
@@ -516,6 +561,7 @@ void *writer_main(void *arg)
     o->state = closed == STEP_OK ? STATS_OUT_DONE : STATS_OUT_STOPPED;
     sync_unlock(&p->lock);
     free(o->zero_frame);
+    codec_zstd_free(&o->zc, NULL);
     o->zero_frame = NULL;
     if (p->tls_client && o->spec->kind == WEIR_OUT_TCP) {
         sync_lock(&p->lock);

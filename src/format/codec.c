@@ -53,13 +53,26 @@ size_t codec_frame_prefix(unsigned char *dst, uint32_t block_max, uint32_t wire_
     return CODEC_FRAME_PREFIX;
 }
 
+size_t codec_block_record(unsigned char *dst, uint64_t seq, uint32_t raw_len, uint64_t hash)
+{
+    record_start(dst, 24, 'B');
+    codec_put32(dst + 12, raw_len);
+    codec_put64(dst + 16, seq);
+    codec_put64(dst + 24, hash);
+    return CODEC_RECORD_B;
+}
+
+size_t codec_announce(unsigned char *dst, unsigned char type, uint32_t wire_len)
+{
+    record_start(dst, 16, type);
+    codec_put32(dst + 12, wire_len);
+    return CODEC_ANNOUNCE_SIZE;
+}
+
 size_t codec_frame_suffix(unsigned char *dst, uint64_t seq, uint32_t raw_len, uint64_t hash)
 {
     codec_put32(dst, 0);   /* EndMark */
-    record_start(dst + 4, 24, 'B');
-    codec_put32(dst + 4 + 12, raw_len);
-    codec_put64(dst + 4 + 16, seq);
-    codec_put64(dst + 4 + 24, hash);
+    codec_block_record(dst + 4, seq, raw_len, hash);
     return CODEC_FRAME_SUFFIX;
 }
 
@@ -204,10 +217,12 @@ static int parse_header_record(const unsigned char *p, size_t len, struct codec_
     }
     r->flags = p[14];
     r->block_max = codec_get32(p + 16);
-    if ((r->flags & ~(CODEC_HEADER_COMPRESSED | CODEC_HEADER_SEALED)) || p[15] ||
+    if ((r->flags & ~(CODEC_HEADER_COMPRESSED | CODEC_HEADER_SEALED | CODEC_HEADER_ZSTD)) ||
+        p[15] ||
         !zeros(p + 20, 4))
         return bad_record(why, whylen, "malformed weir header (reserved bits set)");
-    if ((r->flags & CODEC_HEADER_COMPRESSED) && (r->flags & CODEC_HEADER_SEALED))
+    if (((r->flags & CODEC_HEADER_COMPRESSED) && (r->flags & CODEC_HEADER_SEALED)) ||
+        ((r->flags & CODEC_HEADER_ZSTD) && !(r->flags & CODEC_HEADER_COMPRESSED)))
         return bad_record(why, whylen, "malformed weir header (flags)");
     if (r->block_max == 0 || r->block_max > CODEC_BLOCK_MAX)
         return bad_record(why, whylen, "malformed weir header (block size)");
@@ -433,9 +448,20 @@ size_t codec_end(unsigned char *dst, uint64_t total, uint64_t nblocks, uint64_t 
     return CODEC_END_SIZE;
 }
 
+/* Whether p starts a zstd piece: its 'Y' record. */
+static bool zstd_piece(const unsigned char *p)
+{
+    return codec_get32(p) == CODEC_WEIR_MAGIC && p[8] == 'Y';
+}
+
 int codec_spans(const unsigned char *p, enum codec_form form, struct codec_span sp[2],
                 size_t *total)
 {
+    if (zstd_piece(p)) {
+        *total = CODEC_ZSTD_PIECE_OVERHEAD + codec_get32(p + 12);
+        sp[0] = (struct codec_span){0, *total};
+        return 1;
+    }
     if (codec_get32(p) != CODEC_LZ4_MAGIC) {
         /* the end: trailer, then EndMark and content checksum */
         *total = CODEC_END_SIZE;
@@ -456,6 +482,13 @@ int codec_spans(const unsigned char *p, enum codec_form form, struct codec_span 
 
 size_t codec_piece_record(const unsigned char *p, uint32_t *raw_len, uint64_t *hash)
 {
+    if (zstd_piece(p)) {
+        size_t s = codec_get32(p + 12);
+        const unsigned char *rec = p + CODEC_ANNOUNCE_SIZE + s;
+        *raw_len = codec_get32(rec + 12);
+        *hash = codec_get64(rec + 24);
+        return CODEC_ZSTD_PIECE_OVERHEAD + s;
+    }
     size_t s = codec_get32(p + CODEC_PIECE_PREFIX) & 0x7FFFFFFFu;
     const unsigned char *rec = p + CODEC_FRAME_PREFIX + s + 4;
     *raw_len = codec_get32(rec + 12);

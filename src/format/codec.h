@@ -9,10 +9,13 @@
  *   stream  = header-record { block-frame block-record | hole-record }
  *             trailer-record
  *   block-frame  = one LZ4 frame holding exactly one independent block
- *                  (stored raw when compression does not pay) and an EndMark
+ *                  (stored raw when compression does not pay) and an EndMark,
+ *                  or in a zstd stream a 'Y' record and one zstd frame
  *   *-record     = an LZ4 skippable frame, magic 0x184D2A57, whose payload
  *                  starts with a type byte: 'H' header, 'B' block checksum,
  *                  'Z' hole (version 2), 'T' trailer, 'S' receiver status,
+ *                  'Y' the length of the zstd frame that follows, 'z' the
+ *                  same for a frame of a hole's zeros that a weir skips,
  *                  'A' sender abort, 'G' greeting and 'K' keepalive
  *                  (connections only), 'L' a link test's control
  *                  (linktest.h), 'N', 'C' and 'R' a resumable
@@ -39,6 +42,12 @@
  * -z compresses each block once into pieces (codec_encode) that hold both
  * forms side by side; each output writes the spans of its form
  * (codec_spans).  The legacy LZ4 format (magic 0x184C2102) is only read.
+ *
+ * --zstd needs no second form: a weir stream whose blocks are zstd frames
+ * (header flag CODEC_HEADER_ZSTD) is itself a zstd file, since every weir
+ * record is a skippable frame to a zstd decoder.  So every output gets the
+ * weir stream; a file's holes travel as 'Z' records each followed by a
+ * 'z' record and frames of zeros (zstd has no holes; a weir skips them).
  */
 #ifndef WEIR_CODEC_H
 #define WEIR_CODEC_H
@@ -79,6 +88,19 @@
 #define CODEC_SUM_SIZE 8              /* the checksum that ends G, K, S, A and L */
 
 #define CODEC_HEADER_COMPRESSED 0x01  /* header flag: blocks may be LZ4-compressed */
+/* header flag, only with COMPRESSED: every block is a 'Y' record and one
+ * zstd frame (CODEC_FEATURE_ZSTD) */
+#define CODEC_HEADER_ZSTD 0x04
+#define CODEC_ZSTD_MAGIC 0xFD2FB528u
+#define CODEC_ANNOUNCE_SIZE 24        /* 'Y' and 'z': 8 + type, pad, length, reserved */
+#define CODEC_RECORD_B 32             /* the 'B' record */
+/* the bytes a zstd piece adds to its compressed frame */
+#define CODEC_ZSTD_PIECE_OVERHEAD (CODEC_ANNOUNCE_SIZE + CODEC_RECORD_B)
+/* zstd's own bound for a frame of n bytes (ZSTD_COMPRESSBOUND) */
+#define CODEC_ZSTD_BOUND(n) ((n) + ((n) >> 8) + \
+                             ((n) < (128u << 10) ? ((128u << 10) - (n)) >> 11 : 0))
+#define CODEC_ZSTD_LEVEL_MIN (-100)   /* --zstd's fastest level */
+#define CODEC_ZSTD_LEVEL_MAX 19       /* its slowest */
 /* header flag, never with COMPRESSED: the stream travels in sealed records
  * (seal.h), whose AEAD tags authenticate every byte of it, so its stored
  * blocks carry checksum 0 and are not hashed; a reader refuses it from any
@@ -133,12 +155,15 @@
  * and lost it cannot fool it), and gives it again to a sender that comes
  * back for it */
 #define CODEC_FEATURE_ANSWER_READ 0x80u
+/* the receiver reads streams whose blocks are zstd frames (CODEC_HEADER_ZSTD) */
+#define CODEC_FEATURE_ZSTD 0x100u
 #define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES | \
-                        CODEC_FEATURE_ANSWER_READ)   /* every end's */
+                        CODEC_FEATURE_ANSWER_READ | CODEC_FEATURE_ZSTD)   /* every end's */
 #define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | \
                               CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST | \
                               CODEC_FEATURE_RESUME | CODEC_FEATURE_REREAD | \
-                              CODEC_FEATURE_RECORDS2 | CODEC_FEATURE_ANSWER_READ)
+                              CODEC_FEATURE_RECORDS2 | CODEC_FEATURE_ANSWER_READ | \
+                              CODEC_FEATURE_ZSTD)
 /* Whether a greeting claims a key with records of an older form. */
 static inline bool codec_keyed_older(uint32_t features)
 {
@@ -249,6 +274,11 @@ size_t codec_frame_prefix(unsigned char *dst, uint32_t block_max, uint32_t wire_
                           bool stored);
 /* EndMark and 'B' record. */
 size_t codec_frame_suffix(unsigned char *dst, uint64_t seq, uint32_t raw_len, uint64_t hash);
+/* The 'B' record alone (CODEC_RECORD_B bytes). */
+size_t codec_block_record(unsigned char *dst, uint64_t seq, uint32_t raw_len, uint64_t hash);
+/* 'Y' (a block's zstd frame) or 'z' (a hole's zeros): the wire_len bytes
+ * that follow.  Returns CODEC_ANNOUNCE_SIZE. */
+size_t codec_announce(unsigned char *dst, unsigned char type, uint32_t wire_len);
 size_t codec_trailer(unsigned char *dst, uint64_t total, uint64_t nblocks, uint64_t chain);
 /* 'Z' record (version 2): a hole of len (> 0) bytes of zeros, numbered seq
  * like a block, ending in a checksum of its first 32 bytes.  Returns
@@ -349,6 +379,39 @@ uint64_t codec_pieces(size_t len, uint32_t piece_max);
  * bytes written. */
 size_t codec_encode(const unsigned char *src, size_t len, unsigned char *dst, int level,
                     uint64_t seq, uint32_t piece_max, unsigned sums);
+/* --zstd: the same, each piece laid out as
+ *
+ *   0        'Y' record: the frame's length S          (weir form, both)
+ *   24       one zstd frame of the piece, S bytes
+ *   24+S     'B' record
+ *
+ * so both forms are the whole piece.  cctx is the caller's ZSTD_CCtx (one
+ * per thread); dst must hold len + codec_pieces() * (CODEC_ZSTD_PIECE_OVERHEAD
+ * + the zstd bound's slack) bytes (codec_zstd_room).  Returns the bytes
+ * written, 0 if zstd failed. */
+size_t codec_encode_zstd(const unsigned char *src, size_t len, unsigned char *dst, void *cctx,
+                         int level, uint64_t seq, uint32_t piece_max, unsigned sums);
+/* The room codec_encode_zstd needs for len raw bytes. */
+size_t codec_zstd_room(size_t len, uint32_t piece_max);
+/* A 'z' record and one zstd frame of len (1 to CODEC_BLOCK_MAX) zeros, for
+ * a hole in a zstd file: a zstd decoder writes the zeros, a weir skips them
+ * (the 'Z' record before them says the hole).  Returns the bytes written, 0
+ * if they do not fit in cap (CODEC_ZSTD_ZEROS_MAX always suffices: zeros
+ * become one 4-byte block of zstd's per 128 KiB). */
+#define CODEC_ZSTD_ZEROS_MAX 4096
+size_t codec_zstd_zeros(unsigned char *dst, size_t cap, void *cctx, const unsigned char *zeros,
+                        size_t len);
+/* A thread's zstd contexts: made on first use (NULL when memory is
+ * short), freed by the thread that used them. */
+void *codec_zstd_cctx(void **cctx);
+void *codec_zstd_dctx(void **dctx);
+void codec_zstd_free(void **cctx, void **dctx);
+/* Decode one zstd block payload (a whole frame) into dst with the caller's
+ * ZSTD_DCtx.  Returns the raw length, or -1 if it is not one valid zstd
+ * frame, or decodes to more than cap. */
+long codec_decode_zstd(void *dctx, const unsigned char *src, size_t wire_len,
+                       unsigned char *dst, size_t cap);
+
 /* The end of the data: trailer, EndMark, content checksum (CODEC_END_SIZE). */
 size_t codec_end(unsigned char *dst, uint64_t total, uint64_t nblocks, uint64_t chain,
                  uint32_t content_sum);

@@ -11,7 +11,8 @@ static int step_of(int rc)
 static int decode_weir(struct stream_decoder *d, const struct decode_sink *s,
                        struct weir_error *err)
 {
-    int rc = s->start(s->ctx, d->block_max, err);
+    /* a zstd frame of an incompressible block is a little larger than it */
+    int rc = s->start(s->ctx, d->zstd ? CODEC_ZSTD_BOUND(d->block_max) : d->block_max, err);
     while (rc == STEP_OK) {
         struct stream_block b;
         int r = stream_next(d, &b, err);
@@ -64,8 +65,21 @@ static int decode_lz4(struct stream_decoder *d, const struct decode_sink *s,
     }
 }
 
+/* Plain zstd data: decoded in order, whole, by the sink (stream_zstd.c),
+ * into blocks of the default size. */
+#define ZSTD_PLAIN_BLOCK (1u << 20)
+
+static int decode_zstd(struct stream_decoder *d, const struct decode_sink *s,
+                       struct weir_error *err)
+{
+    int rc = s->start(s->ctx, ZSTD_PLAIN_BLOCK, err);
+    return rc == STEP_OK ? s->linked(s->ctx, d, err) : rc;
+}
+
 int decode_stream(struct stream_decoder *d, const struct decode_sink *s,
                   struct weir_error *err)
 {
+    if (d->kind == STREAM_ZSTD)
+        return decode_zstd(d, s, err);
     return d->kind == STREAM_WEIR ? decode_weir(d, s, err) : decode_lz4(d, s, err);
 }

@@ -34,7 +34,9 @@ struct decode_sink {
     int (*frame_start)(void *ctx, struct stream_decoder *d, struct weir_error *err);
     int (*frame_end)(void *ctx, struct stream_decoder *d, struct weir_error *err);
     /* A plain LZ4 frame of linked blocks: decode it in order with
-     * stream_lz4_read() until d->lz4_linked is false. */
+     * stream_lz4_read() until d->lz4_linked is false.  Plain zstd data
+     * (d->kind STREAM_ZSTD) comes here too, all of it: stream_zstd_read()
+     * until it gives no more bytes. */
     int (*linked)(void *ctx, struct stream_decoder *d, struct weir_error *err);
     /* A legacy LZ4 stream begins; its blocks follow as blocks (b->legacy).
      * It has no checksums: only what its blocks decode to is checked. */

@@ -31,6 +31,7 @@ void stream_free(struct stream_decoder *d)
     if (d->lz4)
         LZ4F_freeDecompressionContext(d->lz4);
     d->lz4 = NULL;
+    stream_zstd_free(d);
 }
 
 static int corrupt(struct stream_decoder *d, struct weir_error *err, uint64_t at,
@@ -41,7 +42,7 @@ static int corrupt(struct stream_decoder *d, struct weir_error *err, uint64_t at
 }
 
 /* Read more into the stage; 1 read, 0 end of input, -1 error. */
-static int fill(struct stream_decoder *d, struct weir_error *err)
+int stream_fill(struct stream_decoder *d, struct weir_error *err)
 {
     if (d->eof)
         return 0;
@@ -67,14 +68,14 @@ static int fill(struct stream_decoder *d, struct weir_error *err)
 static int need(struct stream_decoder *d, size_t n, struct weir_error *err)
 {
     while (d->end - d->pos < n) {
-        int r = fill(d, err);
+        int r = stream_fill(d, err);
         if (r <= 0)
             return r;
     }
     return 1;
 }
 
-static void consume(struct stream_decoder *d, size_t n)
+void stream_consume(struct stream_decoder *d, size_t n)
 {
     d->pos += n;
     d->offset += n;
@@ -121,9 +122,10 @@ static bool lz4_magic_prefix(const unsigned char *p, size_t n)
 static int truncated(struct stream_decoder *d, struct weir_error *err, const char *where)
 {
     uint64_t at = d->offset + (d->end - d->pos);
-    if (d->kind == STREAM_LZ4)
-        return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated LZ4 data at byte %llu",
-                         d->src.name, (unsigned long long)at);
+    if (d->kind == STREAM_LZ4 || d->kind == STREAM_ZSTD)
+        return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated %s data at byte %llu",
+                         d->src.name, d->kind == STREAM_LZ4 ? "LZ4" : "zstd",
+                         (unsigned long long)at);
     return error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated weir stream at byte %llu (%s)",
                      d->src.name, (unsigned long long)at, where);
 }
@@ -206,7 +208,7 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
     /* read only while the answer is open, so a raw sender's first bytes
      * are passed on at once */
     while (d->end - d->pos < sniff_need(d->stage + d->pos, d->end - d->pos, allow_lz4)) {
-        int r = fill(d, err);
+        int r = stream_fill(d, err);
         if (r < 0)
             return -1;
         if (r == 0)
@@ -227,6 +229,10 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
             d->kind = STREAM_LZ4;
             return 0;
         }
+        if (codec_get32(b) == CODEC_ZSTD_MAGIC) {
+            d->kind = STREAM_ZSTD;
+            return 0;
+        }
     }
     if (allow_raw) {
         d->kind = STREAM_RAW;
@@ -242,7 +248,7 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
         return truncated(d, err, "");
     }
     return corrupt(d, err, d->offset,
-                   allow_lz4 ? "not a weir stream or LZ4 data" : "not a weir stream");
+                   allow_lz4 ? "not a weir stream, LZ4 or zstd data" : "not a weir stream");
 }
 
 size_t stream_take_staged(struct stream_decoder *d, void *dst, size_t cap)
@@ -251,7 +257,7 @@ size_t stream_take_staged(struct stream_decoder *d, void *dst, size_t cap)
     if (n > cap)
         n = cap;
     memcpy(dst, d->stage + d->pos, n);
-    consume(d, n);
+    stream_consume(d, n);
     return n;
 }
 
@@ -282,6 +288,7 @@ static int parse_header(struct stream_decoder *d, struct weir_error *err)
     d->block_max = r.block_max;
     d->version = r.version;
     d->compressed = (r.flags & CODEC_HEADER_COMPRESSED) != 0;
+    d->zstd = (r.flags & CODEC_HEADER_ZSTD) != 0;
     d->unsummed = (r.flags & CODEC_HEADER_SEALED) != 0;
     if (d->unsummed && !d->src.sealed)
         return corrupt(d, err, d->offset, "a stream without block checksums, which only an "
@@ -290,7 +297,7 @@ static int parse_header(struct stream_decoder *d, struct weir_error *err)
     d->seq = d->total = 0;
     d->chain = codec_chain_start(p);
     d->streams++;
-    consume(d, 8 + len);
+    stream_consume(d, 8 + len);
     return 0;
 }
 
@@ -312,7 +319,7 @@ static int parse_trailer(struct stream_decoder *d, uint32_t len, struct weir_err
                  (unsigned long long)d->total, (unsigned long long)d->seq);
         return corrupt(d, err, d->offset, what);
     }
-    consume(d, 8 + len);
+    stream_consume(d, 8 + len);
     d->in_stream = false;
     return 0;
 }
@@ -352,15 +359,69 @@ static int parse_hole(struct stream_decoder *d, uint32_t len, struct stream_bloc
     b->hole_len = r.bytes;
     b->seq = r.seq;
     b->wire_off = d->offset;
-    consume(d, 8 + len);
+    stream_consume(d, 8 + len);
     d->seq++;
     d->total += r.bytes;
     d->chain = codec_chain_hole(d->chain, r.sum, r.bytes);
     return 1;
 }
 
+/* Read and drop n bytes of the input. */
+static int skip_bytes(struct stream_decoder *d, uint64_t n, const char *where,
+                      struct weir_error *err)
+{
+    while (n > 0) {
+        if (d->pos == d->end) {
+            int r = stream_fill(d, err);
+            if (r <= 0)
+                return r < 0 ? -1 : truncated(d, err, where);
+        }
+        size_t take = d->end - d->pos;
+        if (take > n)
+            take = (size_t)n;
+        stream_consume(d, take);
+        n -= take;
+    }
+    return 0;
+}
+
+/* The most a zstd frame of one block may take on the wire. */
+static uint32_t zstd_wire_max(const struct stream_decoder *d)
+{
+    return CODEC_ZSTD_BOUND(d->block_max);
+}
+
+/* 'Y' (a zstd stream's block: its frame follows, then its 'B' record) or
+ * 'z' (a frame of a hole's zeros, for zstd decoders: skipped).  1: a block
+ * in *b; 2: skipped. */
+static int parse_announce(struct stream_decoder *d, uint32_t len, struct stream_block *b,
+                          struct weir_error *err)
+{
+    const unsigned char *p = d->stage + d->pos;
+    uint32_t size = codec_get32(p + 12);
+    if (!d->zstd)
+        return corrupt(d, err, d->offset, "zstd frame in a stream whose header says LZ4");
+    if (len != 16 || !all_zero(p + 9, 3) || !all_zero(p + 16, 8) || size == 0)
+        return corrupt(d, err, d->offset, "malformed weir zstd record");
+    if (size > zstd_wire_max(d)) {
+        char what[96];
+        snprintf(what, sizeof what, "zstd frame of %u bytes exceeds the maximum of %u", size,
+                 zstd_wire_max(d));
+        return corrupt(d, err, d->offset, what);
+    }
+    bool block = p[8] == 'Y';
+    stream_consume(d, 8 + len);
+    if (!block)
+        return skip_bytes(d, size, "a hole's zstd frame", err) ? -1 : 2;
+    memset(b, 0, sizeof *b);
+    b->zstd = true;
+    b->wire_len = size;
+    b->wire_off = d->offset;
+    return 1;
+}
+
 /* A weir record where a block or the trailer may stand. 0: trailer read;
- * 1: a hole in *b. */
+ * 1: a hole or a zstd block in *b; 2: a record that says nothing here. */
 static int parse_record(struct stream_decoder *d, struct stream_block *b,
                         struct weir_error *err)
 {
@@ -374,6 +435,8 @@ static int parse_record(struct stream_decoder *d, struct stream_block *b,
         return parse_abort(d, len, err);
     if (type == 'Z')
         return parse_hole(d, len, b, err);
+    if (type == 'Y' || type == 'z')
+        return parse_announce(d, len, b, err);
     return corrupt(d, err, d->offset, "unexpected weir record");
 }
 
@@ -406,7 +469,7 @@ static int parse_frame_start(struct stream_decoder *d, struct stream_block *b,
                  limit);
         return corrupt(d, err, d->offset, what);
     }
-    consume(d, CODEC_FRAME_PREFIX);
+    stream_consume(d, CODEC_FRAME_PREFIX);
     memset(b, 0, sizeof *b);
     b->stored = (word & 0x80000000u) != 0;
     b->wire_len = size;
@@ -455,11 +518,15 @@ int stream_next(struct stream_decoder *d, struct stream_block *b, struct weir_er
             return truncated(d, err, where);
         }
         uint32_t magic = codec_get32(d->stage + d->pos);
+        if (magic == CODEC_LZ4_MAGIC && d->zstd)
+            return corrupt(d, err, d->offset, "LZ4 frame in a stream whose header says zstd");
         if (magic == CODEC_LZ4_MAGIC)
             return parse_frame_start(d, b, err);
         if (magic != CODEC_WEIR_MAGIC)
             return corrupt(d, err, d->offset, "corrupt weir stream: no frame starts here");
         r = parse_record(d, b, err);
+        if (r == 2)
+            continue;
         if (r != 0)
             return r;
     }
@@ -471,7 +538,7 @@ int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_er
     size_t staged = d->end - d->pos;
     size_t take = staged < n ? staged : n;
     memcpy(out, d->stage + d->pos, take);
-    consume(d, take);
+    stream_consume(d, take);
     out += take;
     n -= take;
     while (n > 0) {
@@ -508,15 +575,17 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
             if (require(d, 4, "LZ4 data", err))
                 return -1;
             b->hash = codec_get32(d->stage + d->pos);
-            consume(d, 4);
+            stream_consume(d, 4);
         }
         return 0;
     }
-    if (require(d, 4, "after a block", err))
-        return -1;
-    if (codec_get32(d->stage + d->pos) != 0)
-        return corrupt(d, err, d->offset, "block frame holds more than one block");
-    consume(d, 4);
+    if (!b->zstd) {
+        if (require(d, 4, "after a block", err))
+            return -1;
+        if (codec_get32(d->stage + d->pos) != 0)
+            return corrupt(d, err, d->offset, "block frame holds more than one block");
+        stream_consume(d, 4);
+    }
     uint32_t len;
     if (read_record(d, &len, "inside a block checksum", err))
         return -1;
@@ -541,11 +610,20 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
         return corrupt(d, err, b->wire_off, "block record does not fit its block");
     if (b->raw_len > CODEC_TOTAL_MAX - d->total)
         return corrupt(d, err, b->wire_off, "block beyond the largest file offset");
-    consume(d, 8 + len);
+    stream_consume(d, 8 + len);
     d->seq++;
     d->total += b->raw_len;
     d->chain = codec_chain(d->chain, b->hash, b->raw_len);
     return 0;
+}
+
+long stream_decode_block(const struct stream_block *b, void **zstd, const void *payload,
+                         void *dst, size_t cap)
+{
+    if (!b->zstd)
+        return codec_decode_block(payload, b->wire_len, b->stored, dst, cap);
+    void *dctx = codec_zstd_dctx(zstd);
+    return dctx ? codec_decode_zstd(dctx, payload, b->wire_len, dst, cap) : -1;
 }
 
 static int verify_legacy_block(const struct stream_block *b, long len, const char *name,
@@ -604,22 +682,6 @@ int stream_verify_block(const struct stream_block *b, const void *payload, const
 
 /* ---- plain LZ4 frames ------------------------------------------------------ */
 
-static int lz4_skip(struct stream_decoder *d, uint64_t n, struct weir_error *err)
-{
-    while (n > 0) {
-        if (d->pos == d->end) {
-            int r = fill(d, err);
-            if (r <= 0)
-                return r < 0 ? -1 : truncated(d, err, "LZ4 data");
-        }
-        size_t take = d->end - d->pos;
-        if (take > n)
-            take = (size_t)n;
-        consume(d, take);
-        n -= take;
-    }
-    return 0;
-}
 
 /* A frame header at stage[pos]: STREAM_LZ4_FRAME (consumed) or
  * STREAM_LZ4_LINKED (left staged for liblz4). */
@@ -655,7 +717,7 @@ static int lz4_frame_header(struct stream_decoder *d, struct weir_error *err)
         .has_size = (flg & 0x08) != 0,
         .size = (flg & 0x08) ? codec_get64(p + 6) : 0,
     };
-    consume(d, len);
+    stream_consume(d, len);
     d->lz4_in_frame = true;
     return STREAM_LZ4_FRAME;
 }
@@ -675,7 +737,7 @@ static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
         if (magic == CODEC_LEGACY_MAGIC) {
             d->frame = (struct stream_lz4_frame){.start = d->offset, .legacy = true,
                                                  .block_max = CODEC_LEGACY_BLOCK};
-            consume(d, 4);
+            stream_consume(d, 4);
             d->lz4_legacy = true;
             return STREAM_LZ4_LEGACY;
         }
@@ -698,8 +760,8 @@ static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
                 return corrupt(d, err, d->offset,
                                "weir stream data without its header inside LZ4 data");
         }
-        consume(d, 8);
-        if (lz4_skip(d, len, err))
+        stream_consume(d, 8);
+        if (skip_bytes(d, len, "LZ4 data", err))
             return -1;
     }
 }
@@ -728,7 +790,7 @@ static int legacy_next(struct stream_decoder *d, struct stream_block *b, struct 
                  size, CODEC_LEGACY_WIRE_MAX);
         return corrupt(d, err, d->offset, what);
     }
-    consume(d, 4);
+    stream_consume(d, 4);
     memset(b, 0, sizeof *b);
     b->lz4 = true;
     b->legacy = true;
@@ -750,13 +812,13 @@ int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct wei
             return -1;
         uint32_t word = codec_get32(d->stage + d->pos);
         uint64_t at = d->offset;
-        consume(d, 4);
+        stream_consume(d, 4);
         if (word == 0) {
             if (d->frame.content_sum) {
                 if (require(d, 4, "LZ4 data", err))
                     return -1;
                 d->frame.sum = codec_get32(d->stage + d->pos);
-                consume(d, 4);
+                stream_consume(d, 4);
             }
             d->lz4_in_frame = false;
             return STREAM_LZ4_FRAME_END;
@@ -798,7 +860,7 @@ int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
     }
     for (;;) {
         if (d->pos == d->end) {
-            int r = fill(d, err);
+            int r = stream_fill(d, err);
             if (r < 0)
                 return -1;
             if (r == 0)
@@ -810,7 +872,7 @@ int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
             return error_set(err, WEIR_EXIT_INTEGRITY, "%s: corrupt LZ4 data near byte %llu: %s",
                              d->src.name, (unsigned long long)d->offset,
                              LZ4F_getErrorName(hint));
-        consume(d, in);
+        stream_consume(d, in);
         if (hint == 0)
             d->lz4_linked = false;   /* the frame ended, verified */
         if (out > 0 || hint == 0) {

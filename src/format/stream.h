@@ -12,6 +12,11 @@
  * (codec_decode_block) and compares its checksum (stream_verify_block),
  * possibly on another thread.
  *
+ * Plain zstd data (STREAM_ZSTD, from any zstd encoder) is decoded in
+ * order on the caller's thread with libzstd's streaming decoder
+ * (stream_zstd_read); weir's own zstd files are weir streams, decoded in
+ * parallel.
+ *
  * Plain LZ4 data (STREAM_LZ4) is parsed the same way, frame by frame: each
  * frame of independent blocks is split into its blocks, so they can be
  * decoded in parallel like a weir stream's; the caller hashes the decoded
@@ -49,19 +54,23 @@ struct stream_source {
     /* The bytes come out of sealed records (seal.h), authenticated: only
      * then may a stream leave its stored blocks' checksums out. */
     bool sealed;
+    /* STREAM_ZSTD: the largest window a frame may ask for (its decoder
+     * holds that much); 0: zstd's own default limit */
+    uint64_t window_max;
     /* The input is one stream, whose end nothing follows: the ssh channel,
      * whose end of input sshd withholds while the far weir still writes
      * its messages (the trailer ends it; the records' checks still hold). */
     bool one_stream;
 };
 
-enum stream_kind { STREAM_WEIR, STREAM_LZ4, STREAM_RAW };
+enum stream_kind { STREAM_WEIR, STREAM_LZ4, STREAM_ZSTD, STREAM_RAW };
 
 struct stream_block {
     bool hole;            /* weir version 2: a hole of hole_len zero bytes, no payload */
     uint64_t hole_len;
     bool stored;          /* payload is the raw data */
     bool lz4;             /* a block of a plain LZ4 frame, not of a weir stream */
+    bool zstd;            /* weir: the payload is one zstd frame (CODEC_HEADER_ZSTD) */
     uint32_t wire_len;    /* payload bytes */
     uint64_t wire_off;    /* stream offset of the payload */
     uint32_t raw_max;     /* LZ4: the frame's block maximum */
@@ -108,6 +117,7 @@ struct stream_decoder {
     unsigned version;       /* WEIR: the header's (2 may hold holes) */
     uint32_t block_max;
     bool compressed;        /* WEIR: the header allows compressed blocks */
+    bool zstd;              /* WEIR: and they are zstd frames */
     bool unsummed;          /* WEIR: the header says the blocks carry no checksums */
     uint64_t seq, total, chain, streams;
     void *lz4;              /* LZ4F_dctx, for frames handed back whole */
@@ -116,6 +126,8 @@ struct stream_decoder {
     bool lz4_legacy;        /* inside a legacy stream */
     uint64_t lz4_blocks;
     struct stream_lz4_frame frame;
+    void *zstd_ds;          /* ZSTD_DStream, for plain zstd data */
+    bool zstd_in_frame;     /* inside a zstd frame (its end not yet decoded) */
 };
 
 int stream_init(struct stream_decoder *d, const struct stream_source *src,
@@ -143,6 +155,12 @@ int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_er
  * and the block's record; LZ4: the block checksum, if the frame has them;
  * legacy: whether the next four bytes end the stream, which sets b->last). */
 int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
+/* Decode one block's payload into dst (at most cap bytes), by its kind:
+ * stored, LZ4, or a zstd frame (with the thread's context *zstd, made on
+ * first use: codec_zstd_dctx).  Returns the raw length or -1, for
+ * stream_verify_block. */
+long stream_decode_block(const struct stream_block *b, void **zstd, const void *payload,
+                         void *dst, size_t cap);
 /* Compare a decoded block (and, when compressed, its payload) with its
  * record or checksum; INTEGRITY error on mismatch.  len < 0 means it did not
  * decode. */
@@ -174,6 +192,19 @@ enum {
 int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
 /* Inside a STREAM_LZ4_LINKED frame: decode into dst; *n = 0 at its verified
  * end (liblz4 checks its checksums). */
+/* STREAM_ZSTD: decode the next bytes into dst (cap > 0).  *n = 0 at the end
+ * of the input, which must fall between two frames; every frame's checksum,
+ * when it has one, is checked.  A frame whose window exceeds the source's
+ * window_max is refused (WEIR_EXIT_INTEGRITY), naming both. */
+int stream_zstd_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
+                     struct weir_error *err);
+void stream_zstd_free(struct stream_decoder *d);
+/* For the readers of plain data (stream_zstd.c): read more into the stage
+ * (1, or 0 at the end of the input, -1 on an error), and take n staged
+ * bytes. */
+int stream_fill(struct stream_decoder *d, struct weir_error *err);
+void stream_consume(struct stream_decoder *d, size_t n);
+
 int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
                     struct weir_error *err);
 

@@ -151,6 +151,12 @@ int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop
     return -1;   /* *err says why */
 }
 
+/* The header flags of a compressed stream. */
+static unsigned compressed_flags(const struct session_out *s)
+{
+    return CODEC_HEADER_COMPRESSED | (s->zstd ? CODEC_HEADER_ZSTD : 0);
+}
+
 int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
                   struct weir_error *err)
 {
@@ -160,7 +166,9 @@ int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
         n = greeting = codec_greeting(hello, CODEC_ROLE_SENDER,
                                       CODEC_FEATURES | (s->resume ? CODEC_FEATURE_RESUME : 0) |
                                           (s->resume && s->reread ? CODEC_FEATURE_REREAD : 0));
-    s->version = (s->peer_features & CODEC_FEATURE_HOLES) ? CODEC_VERSION : 1;
+    /* a zstd file (no receiver to ask) carries its holes as records */
+    s->version = (s->peer_features & CODEC_FEATURE_HOLES) || (s->zstd && !s->greet)
+                 ? CODEC_VERSION : 1;
     if (s->frame) {
         /* the AEAD tags of sealed records authenticate every stored block,
          * so hashing them again would only cost a pass over the data */
@@ -170,7 +178,7 @@ int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
         s->chain = codec_chain_start(hello + n);
         n += CODEC_HEADER_SIZE;
     } else if (s->compressed) {
-        n += codec_header(hello + n, s->block_max, CODEC_HEADER_COMPRESSED, s->version);
+        n += codec_header(hello + n, s->block_max, compressed_flags(s), s->version);
     }
     s->spoke = true;
     if (n > 0 && transport_write_all(s->t, hello, n, timeout_ms, stop)) {
@@ -192,7 +200,7 @@ int session_resend_header(struct session_out *s, int timeout_ms, atomic_bool *st
         codec_header(h, s->block_max, s->unsummed ? CODEC_HEADER_SEALED : 0, s->version);
         s->chain = codec_chain_start(h);
     } else {
-        codec_header(h, s->block_max, CODEC_HEADER_COMPRESSED, s->version);
+        codec_header(h, s->block_max, compressed_flags(s), s->version);
     }
     for (size_t off = 0; off < sizeof h;) {
         struct iovec iov = {h + off, sizeof h - off};

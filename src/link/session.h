@@ -31,6 +31,7 @@ struct session_out {
     bool greet;              /* a weir receiver: greetings and an answer */
     bool frame;              /* raw data is framed as stored blocks (no -z) */
     bool compressed;         /* -z: the buffer holds the stream's blocks */
+    bool zstd;               /* --zstd: and they are zstd frames (set after init) */
     bool unsummed;           /* sealed: stored blocks go without checksums */
     uint32_t block_max;      /* the header's */
     unsigned version;        /* the header's: 2 when the receiver takes holes */

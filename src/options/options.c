@@ -29,7 +29,7 @@ enum long_only {
     /* the other end over ssh */
     OPT_SSH, OPT_RSH, OPT_REMOTE_WEIR, OPT_REMOTE, OPT_PULL, OPT_REMOTE_OPTS, OPT_SSH_SERVER,
     OPT_SSH_TUNNEL, OPT_SSH_DIRECT, OPT_CONNECT_BACK,
-    OPT_SPARSE,
+    OPT_SPARSE, OPT_ZSTD,
     OPT_LINK_TEST, OPT_ALLOW_LINK_TEST, OPT_DURATION, OPT_PARALLEL, OPT_SWEEP,
 };
 
@@ -50,6 +50,7 @@ static const struct option long_opts[] = {
     {"key-id", required_argument, NULL, OPT_KEY_ID},
     {"key-file", required_argument, NULL, OPT_KEY_FILE},
     {"compress", optional_argument, NULL, 'z'},
+    {"zstd", optional_argument, NULL, OPT_ZSTD},
     {"decompress", no_argument, NULL, 'd'},
     {"threads", required_argument, NULL, 'T'},
     {"tapeaware", no_argument, NULL, OPT_UNSUPPORTED_TAPE},
@@ -178,6 +179,8 @@ static void usage_compression_and_reporting(FILE *out)
 "\n"
 "compression and the weir stream:\n"
 "  -z, --compress[=LEVEL]  LZ4-compress what is sent (LEVEL > 2 uses LZ4HC)\n"
+"  --zstd[=LEVEL]     zstd-compress what is sent, on every worker (LEVEL 1 to 19,\n"
+"                     -1 to -100 fast; default 3); files get a .zst stream\n"
 "  -d                 decode a weir stream or .lz4 data\n"
 "  -T N               worker threads for -z and -d (default: online CPUs)\n"
 "\n"
@@ -479,8 +482,8 @@ static int check_link_test(struct weir_options *o, const struct raw_sizes *r,
         return bad(err, "--link-test needs one -O HOST:PORT (the listener it tests against) "
                    "and no other output");
     if (o->compress || o->decode || o->raw || o->hash)
-        return bad(err, "--link-test measures the link itself: -z, -d, --raw and -H do not "
-                   "apply");
+        return bad(err, "--link-test measures the link itself: -z, --zstd, -d, --raw and -H "
+                   "do not apply");
     if (o->read_rate || o->write_rate || o->expect_size || o->watchdog > 0 ||
         o->start_write_pct || o->resume_read_pct != 100 || r->mem || r->block || r->blocks)
         return bad(err, "--link-test has no buffer: -m, -s, -b, -P, -p, -r, -R, --size and -W "
@@ -544,11 +547,14 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
         return bad(err, "--connect-timeout needs -O");
     if (o->quiet && o->verbosity)
         return bad(err, "-q and -v contradict each other");
+    const char *zname = o->zstd ? "--zstd" : "-z";
+    if (o->lz4 && o->zstd)
+        return bad(err, "-z and --zstd contradict each other: LZ4 or zstd");
     if (o->compress && o->decode)
-        return bad(err, "-z and -d contradict each other");
+        return bad(err, "%s and -d contradict each other", zname);
     if (o->compress && o->listen && !o->raw)
-        return bad(err, "-z with -I: compress on the sending side (weir -z -O), or add "
-                   "--raw to compress what a plain sender sends");
+        return bad(err, "%s with -I: compress on the sending side (weir %s -O), or add "
+                   "--raw to compress what a plain sender sends", zname, zname);
     if (o->sparse && o->decode)
         return bad(err, "--sparse with -d: a stream's holes are what its sender found; give "
                    "--sparse to the weir that reads the data as it is");
@@ -569,8 +575,9 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
         return bad(err, "--key-file and --raw contradict each other: plain bytes cannot be "
                    "authenticated");
     if (o->hash && o->compress)
-        return bad(err, "-H/--hash and -z: the digest is of the data as written, and -z "
-                   "writes it compressed; take the digest where it is decoded (weir -d -H)");
+        return bad(err, "-H/--hash and %s: the digest is of the data as written, and %s "
+                   "writes it compressed; take the digest where it is decoded (weir -d -H)",
+                   zname, zname);
     int extra = (o->hash ? 1 : 0) + (o->command && o->command_consumes ? 1 : 0);
     if (o->noutputs + extra > WEIR_MAX_OUTPUTS)
         return error_set(err, WEIR_EXIT_USAGE, "too many outputs (at most %d, the consumer "
@@ -887,8 +894,18 @@ static int parse_compression_option(struct weir_options *o, int c, const char *a
 {
     switch (c) {
     case 'z':
-        o->compress = true;
+        o->compress = o->lz4 = true;
         return arg ? parse_int("--compress", arg, 1, 12, &o->level, err) : 0;
+    case OPT_ZSTD:
+        o->compress = o->zstd = true;
+        o->zstd_level = 3;
+        if (arg && parse_int("--zstd", arg, CODEC_ZSTD_LEVEL_MIN, CODEC_ZSTD_LEVEL_MAX,
+                             &o->zstd_level, err))
+            return -1;
+        if (o->zstd_level == 0)
+            return bad(err, "--zstd: 0 is no level (1 to 19, or -1 to -100 for zstd's fast "
+                       "modes)");
+        return 0;
     case 'd':
         if (o->as_mbuffer)
             return bad(err, "-d: not supported: under the name mbuffer, -d is mbuffer's 'use "
@@ -1119,7 +1136,8 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->write_rate = o->write_rate;
     c->readahead = o->readahead;
     c->compress = o->compress;
-    c->level = o->level;
+    c->zstd = o->zstd;
+    c->level = o->zstd ? o->zstd_level : o->level;
     c->decode = o->decode;
     c->threads = o->threads;
     c->sparse = o->sparse;

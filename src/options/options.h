@@ -67,8 +67,10 @@ struct weir_options {
     double reconnect;           /* --reconnect, seconds a broken connection is waited for */
 
     bool raw;                   /* --raw: plain bytes on the wire */
-    bool compress;              /* -z, --compress */
+    bool compress;              /* -z, --compress, or --zstd */
+    bool lz4, zstd;             /* which of them */
     int level;                  /* compression level, 1 = fast LZ4 */
+    int zstd_level;             /* --zstd's, 3 unless given */
     bool decode;                /* -d */
     bool sparse;                /* --sparse: runs of zeros in the input are holes */
     int threads;                /* -T */

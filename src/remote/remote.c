@@ -655,7 +655,9 @@ static int send_request(struct remote *r, int port, struct weir_error *err)
     /* what shapes the sending side goes to whichever end sends */
     char word[64];
     if (o->pull) {
-        if (o->compress)
+        if (o->zstd)
+            n += (size_t)snprintf(req + n, cap - n, "opt --zstd=%d\n", o->zstd_level);
+        else if (o->compress)
             n += (size_t)snprintf(req + n, cap - n, "opt --compress=%d\n", o->level);
         n += (size_t)snprintf(req + n, cap - n, "opt -T%d\n", o->threads);
         if (o->read_rate)
@@ -1601,7 +1603,7 @@ static int start_local(struct remote *r, struct weir_config *c, struct weir_erro
 {
     if (r->o->pull) {
         /* the sending side's options went to the remote end */
-        c->compress = false;
+        c->compress = c->zstd = false;
         c->read_rate = 0;
     } else if (c->noutputs >= WEIR_MAX_OUTPUTS) {
         return error_set(err, WEIR_EXIT_USAGE, "too many outputs for --ssh");

@@ -57,6 +57,7 @@ static int out_reserve(struct outbuf *o, size_t more)
 struct memsink {
     struct outbuf out, payload;
     struct stream_content content;
+    void *zstd;                /* a zstd stream's decoding context */
 };
 
 static int sink_start(void *ctx, size_t block, struct weir_error *err)
@@ -80,7 +81,7 @@ static int sink_block(void *ctx, struct stream_decoder *d, struct stream_block *
     if (out_reserve(&m->out, cap))
         return error_set(err, WEIR_EXIT_INTERNAL, "harness: out of memory"), STEP_FAIL;
     unsigned char *dst = m->out.p + m->out.len;
-    long n = codec_decode_block(m->payload.p, b->wire_len, b->stored, dst, cap);
+    long n = stream_decode_block(b, &m->zstd, m->payload.p, dst, cap);
     if (stream_verify_block(b, m->payload.p, dst, n, "harness", err))
         return STEP_FAIL;
     if (b->lz4 && !b->legacy)
@@ -106,13 +107,17 @@ static int sink_frame_end(void *ctx, struct stream_decoder *d, struct weir_error
 static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *err)
 {
     struct memsink *m = ctx;
-    while (d->lz4_linked) {
+    bool zstd = d->kind == STREAM_ZSTD;
+    for (bool more = zstd || d->lz4_linked; more;) {
         size_t n;
         if (out_reserve(&m->out, 65536))
             return error_set(err, WEIR_EXIT_INTERNAL, "harness: out of memory"), STEP_FAIL;
-        if (stream_lz4_read(d, m->out.p + m->out.len, 65536, &n, err))
+        unsigned char *dst = m->out.p + m->out.len;
+        if (zstd ? stream_zstd_read(d, dst, 65536, &n, err)
+                 : stream_lz4_read(d, dst, 65536, &n, err))
             return STEP_FAIL;
         m->out.len += n;
+        more = zstd ? n > 0 : d->lz4_linked;
     }
     return STEP_OK;
 }
@@ -146,7 +151,7 @@ int harness_decode_from(const uint8_t *data, size_t size, size_t chunk, bool sea
     struct memsrc src_state = {.data = data, .size = size, .chunk = chunk ? chunk : 1};
     struct stream_source src = {.read = mem_read, .ctx = &src_state,
                                 .error_status = WEIR_EXIT_INPUT, .name = "input",
-                                .sealed = sealed};
+                                .sealed = sealed, .window_max = 8u << 20};
     struct stream_decoder d;
     struct memsink m = {0};
     struct decode_sink sink = {.ctx = &m, .start = sink_start, .block = sink_block,
@@ -159,6 +164,7 @@ int harness_decode_from(const uint8_t *data, size_t size, size_t chunk, bool sea
         rc = decode_stream(&d, &sink, err);
     stream_free(&d);
     free(m.payload.p);
+    codec_zstd_free(NULL, &m.zstd);
     if (rc != STEP_OK) {
         free(m.out.p);
         return -1;

@@ -1,0 +1,170 @@
+#!/bin/bash
+# Purpose: weir --zstd compresses on every worker and writes a stream that is
+# a zstd file: stock zstd -d, python's zstandard (streaming, across frames)
+# and libarchive (bsdtar) read it, at awkward sizes, block sizes and levels
+# (fast, default, high), to a file, a pipe and a consumer command; weir -d
+# reads it back verified, holes included (a sparse file's holes stay holes
+# for weir and are zeros for zstd).  Between two weirs --zstd carries the
+# same blocks, with and without a key.  weir -d also reads any zstd encoder's
+# data (one frame, several, concatenated files), and names every fault with
+# exit 6: a cut inside a frame, a flipped byte in weir's zstd blocks and in
+# plain zstd data, a window larger than -m.  Bad levels and -z with --zstd
+# are usage errors (exit 2).
+. "$(dirname "$0")/lib.sh"
+command -v zstd >/dev/null || fail "zstd is not installed (scripts/deps.sh installs it)"
+command -v bsdtar >/dev/null || fail "bsdtar is not installed (scripts/deps.sh: libarchive-tools)"
+PY=
+for py in python3 /usr/bin/python3; do
+    "$py" -c 'import zstandard' 2>/dev/null && { PY=$py; break; }
+done
+[ -n "$PY" ] || fail "no python3 with zstandard (scripts/deps.sh installs python3-zstandard)"
+
+# readers FILE INPUT LABEL: zstd -d, python (a streaming reader across
+# frames) and weir -d each give INPUT's bytes back from FILE
+readers() {
+    local f=$1 in=$2 label=$3
+    zstd -q -d -c "$f" >"$TMP/back.zstd" || fail "$label: zstd -d refused it"
+    same "$in" "$TMP/back.zstd" "$label: zstd -d reads it"
+    "$PY" - "$f" "$TMP/back.py" <<'EOF' || fail "$label: python zstandard refused it"
+import sys, zstandard
+with open(sys.argv[1], 'rb') as f, open(sys.argv[2], 'wb') as out:
+    r = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
+    while True:
+        b = r.read(1 << 20)
+        if not b:
+            break
+        out.write(b)
+EOF
+    same "$in" "$TMP/back.py" "$label: python zstandard reads it"
+    "$WEIR" -q -d -i "$f" -o "$TMP/back.weir" -f || fail "$label: weir -d refused it"
+    same "$in" "$TMP/back.weir" "$label: weir -d reads it"
+}
+
+# 1. files at awkward sizes, block sizes and levels
+gen "$TMP/mixed" "$(sized 9000001 3000001)" mixed
+for spec in "1:default:" "4095:-s 4k:" "1048577:-s 1M:--zstd=1" "mixed:-s 64k:--zstd=-5" \
+            "mixed:-s 5M:--zstd=19" "mixed:-T 1 -s 256k:--zstd=9"; do
+    IFS=: read -r size opts level <<<"$spec"
+    [ -n "$level" ] || level=--zstd
+    if [ "$size" = mixed ]; then in=$TMP/mixed; else in=$TMP/in.$size; gen "$in" "$size"; fi
+    [ "$opts" = default ] && opts=
+    # shellcheck disable=SC2086
+    expect 0 "$level $opts, $(stat -c %s "$in") bytes, to a file" \
+        "$WEIR" -q $level $opts -i "$in" -o "$TMP/f.zst" -f
+    readers "$TMP/f.zst" "$in" "$level $opts"
+done
+# the level shows: a higher level, a smaller file
+"$WEIR" -q --zstd=1 -i "$TMP/mixed" -o "$TMP/l1.zst" -f || fail "--zstd=1"
+"$WEIR" -q --zstd=12 -i "$TMP/mixed" -o "$TMP/l12.zst" -f || fail "--zstd=12"
+[ "$(stat -c %s "$TMP/l12.zst")" -lt "$(stat -c %s "$TMP/l1.zst")" ] ||
+    fail "--zstd=12 is no smaller than --zstd=1"
+ok "level 12 writes a smaller file than level 1"
+
+# 2. a pipe and a consumer command; libarchive reads a tar through it
+tar cf "$TMP/t.tar" -C "$(dirname "$0")" . 2>/dev/null || fail "tar"
+"$WEIR" -q --zstd -i "$TMP/t.tar" | zstd -q -d -c >"$TMP/pipe.out" || fail "--zstd to a pipe"
+same "$TMP/t.tar" "$TMP/pipe.out" "--zstd to a pipe, zstd -d after it"
+expect 0 "--zstd with a consumer command" \
+    "$WEIR" -q --zstd -i "$TMP/t.tar" -- sh -c "cat >'$TMP/cmd.zst'"
+readers "$TMP/cmd.zst" "$TMP/t.tar" "--zstd to a command"
+[ "$(bsdtar -tf "$TMP/cmd.zst" | sort | sum /dev/stdin)" = \
+  "$(tar tf "$TMP/t.tar" | sort | sum /dev/stdin)" ] || fail "bsdtar lists other files"
+ok "libarchive (bsdtar) lists the tar inside"
+
+# 3. holes: a sparse file's holes are records for weir, zeros for zstd
+truncate -s 0 "$TMP/sparse"
+truncate -s "$(sized 40M 12M)" "$TMP/sparse"
+head -c 1000001 /dev/urandom | dd of="$TMP/sparse" bs=4096 seek=700 conv=notrunc status=none
+head -c 333333 "$TMP/mixed" | dd of="$TMP/sparse" bs=4096 seek=2000 conv=notrunc status=none
+expect 0 "--zstd of a sparse file" "$WEIR" -q --zstd -i "$TMP/sparse" -o "$TMP/sp.zst" -f
+[ "$(stat -c %s "$TMP/sp.zst")" -lt 2000000 ] || fail "the holes took room in the .zst"
+ok "the holes take almost no room in the .zst"
+readers "$TMP/sp.zst" "$TMP/sparse" "a sparse file"
+[ "$(du -k "$TMP/back.weir" | cut -f1)" -lt 4000 ] || fail "weir -d wrote the holes as data"
+ok "weir -d leaves the holes as holes"
+expect 0 "--zstd --sparse finds zeros in a pipe" \
+    sh -c "cat '$TMP/sparse' | '$WEIR' -q --zstd --sparse -o '$TMP/sp2.zst' -f"
+readers "$TMP/sp2.zst" "$TMP/sparse" "--sparse from a pipe"
+
+# 4. between two weirs, with and without a key, holes included
+for keyed in no yes; do
+    key=()
+    if [ "$keyed" = yes ]; then
+        "$WEIR" -q --genkey "$TMP/k" --key-id z || fail "--genkey"
+        key=(--key-file "$TMP/k")
+    fi
+    for in in "$TMP/mixed" "$TMP/sparse"; do
+        listen "$TMP/l.out" "$TMP/l.err" -v "${key[@]}" -o "$TMP/recv" -f
+        expect 0 "--zstd to a weir (key: $keyed, $(basename "$in"))" \
+            "$WEIR" -q --zstd "${key[@]}" -O "127.0.0.1:$LPORT" -i "$in"
+        wait_bounded "$LPID" 30
+        [ "$STATUS" -eq 0 ] || { cat "$TMP/l.err" >&2; fail "the receiver exited $STATUS"; }
+        same "$in" "$TMP/recv" "the receiver wrote it whole (key: $keyed)"
+        has_msg "$TMP/l.err" "zstd" "the receiver's summary names zstd"
+    done
+done
+# --raw to a plain socket: the bytes are a zstd file
+socat -u TCP-LISTEN:0,bind=127.0.0.1,reuseaddr OPEN:"$TMP/raw.zst",creat,trunc \
+    2>"$TMP/socat.err" &
+SPID=$!
+PIDS+=("$SPID")
+for _ in $(seq 100); do
+    RPORT=$(ss -ltnp 2>/dev/null | grep "pid=$SPID," | grep -o '127.0.0.1:[0-9]*' | cut -d: -f2)
+    [ -n "$RPORT" ] && break
+    sleep 0.05
+done
+[ -n "$RPORT" ] || fail "socat did not listen"
+expect 0 "--zstd --raw to socat" "$WEIR" -q --zstd --raw -O "127.0.0.1:$RPORT" -i "$TMP/mixed"
+wait_bounded "$SPID" 10
+readers "$TMP/raw.zst" "$TMP/mixed" "--zstd --raw to socat"
+
+# 5. any zstd encoder's data: one frame, several, concatenated files
+zstd -q -f -3 "$TMP/mixed" -o "$TMP/plain.zst" || fail "zstd"
+expect 0 "weir -d of zstd's own file" "$WEIR" -q -d -i "$TMP/plain.zst" -o "$TMP/p.out" -f
+same "$TMP/mixed" "$TMP/p.out" "weir -d of zstd's own file gives the data"
+zstd -q -f -1 -B65536 "$TMP/t.tar" -o "$TMP/t.zst" || fail "zstd"
+cat "$TMP/plain.zst" "$TMP/t.zst" "$TMP/f.zst" >"$TMP/cat.zst"
+cat "$TMP/mixed" "$TMP/t.tar" >"$TMP/cat.want"
+zstd -q -d -c "$TMP/f.zst" >>"$TMP/cat.want" || fail "zstd -d"
+expect 0 "weir -d of concatenated zstd files" \
+    sh -c "'$WEIR' -q -d <'$TMP/cat.zst' >'$TMP/cat.out'"
+same "$TMP/cat.want" "$TMP/cat.out" "concatenated zstd files come back whole"
+
+# 6. faults, each exit 6 with the cause named
+head -c $(($(stat -c %s "$TMP/plain.zst") / 2)) "$TMP/plain.zst" >"$TMP/cut.zst"
+expect 6 "a zstd file cut inside a frame" "$WEIR" -q -d -i "$TMP/cut.zst" -o /dev/null
+has_msg "$TMP/err" "truncated zstd data" "the cut is named"
+cp "$TMP/plain.zst" "$TMP/flip.zst"
+printf '\x55' | dd of="$TMP/flip.zst" bs=1 seek=$(($(stat -c %s "$TMP/flip.zst") / 2)) \
+    conv=notrunc status=none
+expect 6 "a flipped byte in zstd's data" "$WEIR" -q -d -i "$TMP/flip.zst" -o /dev/null
+has_msg "$TMP/err" "zstd data" "the corrupt zstd data is named"
+"$WEIR" -q --zstd -i "$TMP/mixed" -o "$TMP/w.zst" -f || fail "--zstd"
+cp "$TMP/w.zst" "$TMP/wflip.zst"
+printf '\x55' | dd of="$TMP/wflip.zst" bs=1 seek=$(($(stat -c %s "$TMP/w.zst") / 3)) \
+    conv=notrunc status=none
+expect 6 "a flipped byte in weir's zstd block" "$WEIR" -q -d -i "$TMP/wflip.zst" -o /dev/null
+grep -qE "checksum mismatch|does not decode|malformed|corrupt" "$TMP/err" ||
+    { cat "$TMP/err" >&2; fail "the flipped block is not named"; }
+ok "the flipped block is named"
+head -c $(($(stat -c %s "$TMP/w.zst") - 40)) "$TMP/w.zst" >"$TMP/wcut.zst"
+expect 6 "weir's zstd file without its trailer" "$WEIR" -q -d -i "$TMP/wcut.zst" -o /dev/null
+has_msg "$TMP/err" "no trailer" "the missing end is named"
+head -c 3000000 /dev/urandom >"$TMP/r3"
+# from a pipe, whose size zstd cannot know: the frame keeps its 32 MiB window
+zstd -q --long=25 -c <"$TMP/r3" >"$TMP/long.zst" || fail "zstd --long"
+expect 6 "a window larger than -m" "$WEIR" -q -d -m 4M -i "$TMP/long.zst" -o /dev/null
+has_msg "$TMP/err" "window larger than the 4 MiB the buffer allows" "the window is named"
+expect 0 "the same with -m 64M" "$WEIR" -q -d -m 64M -i "$TMP/long.zst" -o "$TMP/long.out" -f
+same "$TMP/r3" "$TMP/long.out" "a long window within -m decodes"
+
+# 7. usage
+expect 2 "--zstd=0" "$WEIR" --zstd=0 -i "$TMP/r3" -o /dev/null
+has_msg "$TMP/err" "--zstd: 0 is no level" "--zstd=0 is named"
+expect 2 "--zstd=20" "$WEIR" --zstd=20 -i "$TMP/r3" -o /dev/null
+expect 2 "--zstd=-101" "$WEIR" --zstd=-101 -i "$TMP/r3" -o /dev/null
+expect 2 "-z with --zstd" "$WEIR" -z --zstd -i "$TMP/r3" -o /dev/null
+has_msg "$TMP/err" "-z and --zstd contradict each other" "-z with --zstd is named"
+expect 2 "--zstd with -d" "$WEIR" --zstd -d -i "$TMP/r3" -o /dev/null
+has_msg "$TMP/err" "--zstd and -d contradict each other" "--zstd with -d is named"
+done_testing
