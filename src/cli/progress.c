@@ -470,8 +470,14 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
         add_u64(l, "encoded", s->wire_bytes);
         add(l, ",\"codec\":\"%s\",\"level\":", s->codec ? s->codec : "lz4");
         add(l, s->level ? "%d" : "null", s->level);
+        if (s->adapt && s->level_min <= s->level_max)
+            add(l, ",\"levels_used\":[%d,%d]", s->level_min, s->level_max);
+        else
+            add(l, ",\"levels_used\":null");
+        add(l, ",\"stored\":%s", s->stored ? "true" : "false");
     } else {
-        add(l, ",\"encoded\":null,\"codec\":null,\"level\":null");
+        add(l, ",\"encoded\":null,\"codec\":null,\"level\":null,\"levels_used\":null,"
+            "\"stored\":null");
     }
     double dt = s->elapsed - p->elapsed;
     add_rate(l, "in_rate", gained(s->in_bytes, p->in_bytes), dt);

@@ -63,13 +63,21 @@ static double ratio(const struct stats_snapshot *s)
     return (double)(s->data_bytes - s->hole_bytes) / (double)s->wire_bytes;
 }
 
-/* The codec and, compressing, its level: "zstd -3", "lz4 1". */
-static void codec_name(const struct stats_snapshot *s, char *buf, size_t len)
+/* The codec and, compressing, its level ("zstd 3", "lz4 1"); with
+ * --adapt the levels used so far ("zstd -5..9 adaptive, some stored"), or
+ * at the status line the one in use. */
+static void codec_name(const struct stats_snapshot *s, bool range, char *buf, size_t len)
 {
-    if (s->level)
-        snprintf(buf, len, "%s %d", s->codec ? s->codec : "lz4", s->level);
+    const char *codec = s->codec ? s->codec : "lz4";
+    if (s->adapt && range && s->level_min <= s->level_max)
+        snprintf(buf, len, "%s %d..%d adaptive%s", codec, s->level_min, s->level_max,
+                 s->stored ? ", some stored" : "");
+    else if (s->adapt && range)
+        snprintf(buf, len, "%s adaptive%s", codec, s->stored ? ", stored" : "");
+    else if (s->level)
+        snprintf(buf, len, "%s %d%s", codec, s->level, s->adapt ? " adaptive" : "");
     else
-        snprintf(buf, len, "%s", s->codec ? s->codec : "lz4");
+        snprintf(buf, len, "%s", codec);
 }
 
 /* What the ETA is measured against: --size, else the input file's size
@@ -98,8 +106,8 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
     if (n < 0 || (size_t)n >= len)
         return;
     if (now->transform && now->wire_bytes && now->data_bytes > now->hole_bytes) {
-        char codec[24];
-        codec_name(now, codec, sizeof codec);
+        char codec[48];
+        codec_name(now, false, codec, sizeof codec);
         n += snprintf(buf + n, len - (size_t)n, "  %s ratio %.2f", codec, ratio(now));
     }
     if ((now->reconnecting || now->reconnections) && (size_t)n < len) {
@@ -234,8 +242,8 @@ void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, siz
         char wire[32], wrate[32];
         stats_bytes(s->wire_bytes, wire, sizeof wire);
         stats_rate((double)s->wire_bytes, s->elapsed, wrate, sizeof wrate);
-        char codec[24];
-        codec_name(s, codec, sizeof codec);
+        char codec[48];
+        codec_name(s, true, codec, sizeof codec);
         n += snprintf(buf + n, len - (size_t)n, "; wire %s, %s, %s", wire, wrate, codec);
         if (n >= 0 && (size_t)n < len && s->data_bytes > s->hole_bytes)
             n += snprintf(buf + n, len - (size_t)n, ", ratio %.2f", ratio(s));

@@ -540,6 +540,7 @@ int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_e
     p->listen_fd = c->listen_fd;     /* so is this */
     p->encode = c->compress;
     p->zstd = c->compress && c->zstd;
+    adapt_init(&p->adapt, p->zstd && c->adapt, c->adapt_min, c->adapt_max);
     p->may_decode = c->decode || (c->input == WEIR_IN_LISTEN && !c->tcp.raw);
     ratelimit_init(&p->read_rl, c->read_rate);
     struct sigaction saved[3];
@@ -672,7 +673,11 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->transform = p->encode || p->decoding;
     s->decoding = p->decoding;
     s->codec = p->zstd || p->decoding_zstd ? "zstd" : "lz4";
-    s->level = p->encode ? p->cfg->level : 0;
+    s->level = !p->encode ? 0 : p->adapt.on ? adapt_level(&p->adapt) : p->cfg->level;
+    s->adapt = p->adapt.on;
+    s->level_min = atomic_load(&p->adapt.used_min);
+    s->level_max = atomic_load(&p->adapt.used_max);
+    s->stored = atomic_load(&p->adapt.stored);
     s->wire_bytes = p->encode ? r->queued_bytes : p->decoding ? s->in_bytes : 0;
     s->held = ring_fill_locked(r);
     s->capacity = ring_capacity_locked(r);
@@ -943,6 +948,7 @@ static void main_loop(struct pipeline *p, const struct weir_observer *obs)
         }
         keep_sender_informed(p, clock_now());
         watch(p, &dog, clock_now());
+        adapt_tick(&p->adapt, p, clock_now());
         if (clock_now() >= next_trim) {
             sync_lock(&p->lock);
             pool_trim_locked(&p->ring.pool, TRIM_KEEP, TRIM_BATCH);

@@ -19,6 +19,7 @@
 
 #include "crypto/keyfile.h"
 #include "crypto/tls.h"
+#include "engine/adapt.h"
 #include "engine/ratelimit.h"
 #include "engine/ring.h"
 #include "format/codec.h"
@@ -187,6 +188,8 @@ struct worker {
     unsigned seal_gen[WEIR_MAX_OUTPUTS];   /* the output's tx_gen they were made for */
     void *zc, *zd;             /* owned by the worker: its zstd contexts (--zstd, and
                                   decoding zstd blocks) */
+    unsigned store_left, store_run;   /* the worker's, --adapt: blocks still to store,
+                                         and how many the last poor one stored */
 };
 
 struct pipeline {
@@ -202,6 +205,8 @@ struct pipeline {
     bool encode;               /* -z or --zstd */
     bool zstd;                 /* --zstd: the pieces are zstd frames, every output gets the
                                   weir stream (codec.h) */
+    struct adapt adapt;        /* --adapt: the level, moved by the main thread */
+    double encode_secs;        /* lock: the workers' time compressing, summed */
     bool may_decode;           /* -d, or -I without --raw */
     uint32_t wire_block_max;   /* block size a framing output declares */
     uint32_t piece_max;        /* -z: the most raw bytes of a piece (codec.h) */

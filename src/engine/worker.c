@@ -135,30 +135,75 @@ static void worker_finish(struct pipeline *p, const struct job *j, uint32_t out,
     sync_unlock(&p->lock);
 }
 
+/* --adapt: whether this block is stored.  A block that compressed to
+ * within ADAPT_POOR of its size stores the next ones unread by zstd, twice
+ * as many each time (at most ADAPT_STORE_MAX), then tries again. */
+#define ADAPT_POOR 0.98
+#define ADAPT_STORE_MAX 64
+
+static bool store_next(struct worker *w)
+{
+    if (w->store_left == 0)
+        return false;
+    w->store_left--;
+    return true;
+}
+
+static void judge_ratio(struct worker *w, size_t raw, size_t wire)
+{
+    if ((double)wire < (double)raw * ADAPT_POOR) {
+        w->store_run = 0;
+        return;
+    }
+    w->store_run = w->store_run ? w->store_run * 2 : 2;
+    if (w->store_run > ADAPT_STORE_MAX)
+        w->store_run = ADAPT_STORE_MAX;
+    w->store_left = w->store_run;
+}
+
+/* --zstd: the block's pieces as zstd frames; 0 when zstd failed. */
+static size_t encode_zstd(struct worker *w, const struct job *j, const unsigned char *src,
+                          unsigned char *dst)
+{
+    struct pipeline *p = w->p;
+    if (p->adapt.on && store_next(w)) {
+        adapt_used(&p->adapt, ADAPT_STORED);
+        return codec_store_zstd(src, j->len, dst, j->blk.seq, p->piece_max, p->sums);
+    }
+    int level = p->adapt.on ? adapt_level(&p->adapt) : p->cfg->level;
+    void *cc = codec_zstd_cctx(&w->zc);
+    size_t n = cc ? codec_encode_zstd(src, j->len, dst, cc, level, j->blk.seq, p->piece_max,
+                                      p->sums) : 0;
+    if (n && p->adapt.on) {
+        adapt_used(&p->adapt, level);
+        judge_ratio(w, j->len, n);
+    }
+    return n;
+}
+
 /* -z or --zstd: one block of raw data into its pieces.  Nonzero when the
  * engine fails (zstd could not work: out of memory). */
 static int encode_job(struct worker *w, const struct job *j, const unsigned char *src,
                       unsigned char *dst, uint32_t out)
 {
     struct pipeline *p = w->p;
-    size_t n;
-    if (!p->zstd) {
-        n = codec_encode(src, j->len, dst, p->cfg->level, j->blk.seq, p->piece_max, p->sums);
-    } else {
-        void *cc = codec_zstd_cctx(&w->zc);
-        n = cc ? codec_encode_zstd(src, j->len, dst, cc, p->cfg->level, j->blk.seq,
-                                   p->piece_max, p->sums) : 0;
-        if (n == 0) {
-            struct weir_error e;
-            error_set(&e, WEIR_EXIT_INTERNAL, "zstd could not compress block %llu (out of "
-                      "memory?)", (unsigned long long)j->blk.seq);
-            sync_lock(&p->lock);
-            p->transforming--;
-            sync_unlock(&p->lock);
-            pipeline_fail(p, &e);
-            return -1;
-        }
+    double t0 = clock_now();
+    size_t n = p->zstd ? encode_zstd(w, j, src, dst)
+                       : codec_encode(src, j->len, dst, p->cfg->level, j->blk.seq,
+                                      p->piece_max, p->sums);
+    if (n == 0) {
+        struct weir_error e;
+        error_set(&e, WEIR_EXIT_INTERNAL, "zstd could not compress block %llu (out of "
+                  "memory?)", (unsigned long long)j->blk.seq);
+        sync_lock(&p->lock);
+        p->transforming--;
+        sync_unlock(&p->lock);
+        pipeline_fail(p, &e);
+        return -1;
     }
+    sync_lock(&p->lock);
+    p->encode_secs += clock_now() - t0;
+    sync_unlock(&p->lock);
     worker_finish(p, j, out, n, j->len);
     return 0;
 }

@@ -391,6 +391,11 @@ size_t codec_encode(const unsigned char *src, size_t len, unsigned char *dst, in
  * written, 0 if zstd failed. */
 size_t codec_encode_zstd(const unsigned char *src, size_t len, unsigned char *dst, void *cctx,
                          int level, uint64_t seq, uint32_t piece_max, unsigned sums);
+/* The same with each piece stored: a zstd frame of raw blocks, made with a
+ * copy (for data that does not compress, such as an encrypted stream).
+ * Cannot fail. */
+size_t codec_store_zstd(const unsigned char *src, size_t len, unsigned char *dst, uint64_t seq,
+                        uint32_t piece_max, unsigned sums);
 /* The room codec_encode_zstd needs for len raw bytes. */
 size_t codec_zstd_room(size_t len, uint32_t piece_max);
 /* A 'z' record and one zstd frame of len (1 to CODEC_BLOCK_MAX) zeros, for

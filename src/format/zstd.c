@@ -8,7 +8,15 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <string.h>
+#include <xxhash.h>
 #include <zstd.h>
+
+/* A stored frame (RFC 8878, 3.1.1): its header says a single segment, the
+ * 8-byte content size and a content checksum; raw blocks of at most
+ * 128 KiB follow, each after its 3-byte header, then the checksum. */
+#define FRAME_STORED_HEADER 13       /* magic, descriptor, content size */
+#define RAW_BLOCK_MAX (128u << 10)
 
 size_t codec_zstd_room(size_t len, uint32_t piece_max)
 {
@@ -42,6 +50,45 @@ size_t codec_encode_zstd(const unsigned char *src, size_t len, unsigned char *ds
         size_t s = one_frame(cctx, frame, CODEC_ZSTD_BOUND(n), src + off, n, level);
         if (s == 0 || s > UINT32_MAX)
             return 0;
+        codec_announce(dst + pos, 'Y', (uint32_t)s);
+        uint64_t hash = 0;
+        if (sums & CODEC_SUMS_WEIR)
+            hash = codec_wire_hash(codec_block_hash(src + off, n, seq), frame, s);
+        codec_block_record(frame + s, seq, (uint32_t)n, hash);
+        pos += CODEC_ZSTD_PIECE_OVERHEAD + s;
+    }
+    return pos;
+}
+
+/* One stored frame of len bytes into dst; returns its length. */
+static size_t stored_frame(unsigned char *dst, const unsigned char *src, size_t len)
+{
+    codec_put32(dst, CODEC_ZSTD_MAGIC);
+    dst[4] = 0xE4;   /* content size in 8 bytes, single segment, checksum */
+    codec_put64(dst + 5, len);
+    size_t pos = FRAME_STORED_HEADER, off = 0;
+    do {
+        size_t n = len - off < RAW_BLOCK_MAX ? len - off : RAW_BLOCK_MAX;
+        uint32_t head = (uint32_t)(n << 3) | (off + n == len ? 1u : 0u);   /* raw, last? */
+        dst[pos] = (unsigned char)head;
+        dst[pos + 1] = (unsigned char)(head >> 8);
+        dst[pos + 2] = (unsigned char)(head >> 16);
+        memcpy(dst + pos + 3, src + off, n);
+        pos += 3 + n;
+        off += n;
+    } while (off < len);
+    codec_put32(dst + pos, (uint32_t)XXH64(src, len, 0));
+    return pos + 4;
+}
+
+size_t codec_store_zstd(const unsigned char *src, size_t len, unsigned char *dst, uint64_t seq,
+                        uint32_t piece_max, unsigned sums)
+{
+    size_t pos = 0;
+    for (size_t off = 0; off < len; off += piece_max, seq++) {
+        size_t n = len - off < piece_max ? len - off : piece_max;
+        unsigned char *frame = dst + pos + CODEC_ANNOUNCE_SIZE;
+        size_t s = stored_frame(frame, src + off, n);
         codec_announce(dst + pos, 'Y', (uint32_t)s);
         uint64_t hash = 0;
         if (sums & CODEC_SUMS_WEIR)

@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "engine/adapt.h"
+
 #define MIN_BLOCK 16ULL
 #define MAX_BLOCK (1ULL << 30)
 #define DEFAULT_BLOCK (1ULL << 20)
@@ -29,7 +31,7 @@ enum long_only {
     /* the other end over ssh */
     OPT_SSH, OPT_RSH, OPT_REMOTE_WEIR, OPT_REMOTE, OPT_PULL, OPT_REMOTE_OPTS, OPT_SSH_SERVER,
     OPT_SSH_TUNNEL, OPT_SSH_DIRECT, OPT_CONNECT_BACK,
-    OPT_SPARSE, OPT_ZSTD,
+    OPT_SPARSE, OPT_ZSTD, OPT_ADAPT,
     OPT_LINK_TEST, OPT_ALLOW_LINK_TEST, OPT_DURATION, OPT_PARALLEL, OPT_SWEEP,
 };
 
@@ -51,6 +53,7 @@ static const struct option long_opts[] = {
     {"key-file", required_argument, NULL, OPT_KEY_FILE},
     {"compress", optional_argument, NULL, 'z'},
     {"zstd", optional_argument, NULL, OPT_ZSTD},
+    {"adapt", optional_argument, NULL, OPT_ADAPT},
     {"decompress", no_argument, NULL, 'd'},
     {"threads", required_argument, NULL, 'T'},
     {"tapeaware", no_argument, NULL, OPT_UNSUPPORTED_TAPE},
@@ -181,6 +184,8 @@ static void usage_compression_and_reporting(FILE *out)
 "  -z, --compress[=LEVEL]  LZ4-compress what is sent (LEVEL > 2 uses LZ4HC)\n"
 "  --zstd[=LEVEL]     zstd-compress what is sent, on every worker (LEVEL 1 to 19,\n"
 "                     -1 to -100 fast; default 3); files get a .zst stream\n"
+"  --adapt[=MIN:MAX]  zstd whose level follows the bottleneck (default -5:15);\n"
+"                     data that does not compress is stored\n"
 "  -d                 decode a weir stream or .lz4 data\n"
 "  -T N               worker threads for -z and -d (default: online CPUs)\n"
 "\n"
@@ -547,9 +552,13 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
         return bad(err, "--connect-timeout needs -O");
     if (o->quiet && o->verbosity)
         return bad(err, "-q and -v contradict each other");
-    const char *zname = o->zstd ? "--zstd" : "-z";
+    const char *zname = o->adapt ? "--adapt" : o->zstd ? "--zstd" : "-z";
     if (o->lz4 && o->zstd)
-        return bad(err, "-z and --zstd contradict each other: LZ4 or zstd");
+        return bad(err, "-z and %s contradict each other: LZ4 or zstd", o->adapt ? "--adapt"
+                                                                               : "--zstd");
+    if (o->adapt && o->zstd_level)
+        return bad(err, "--zstd=LEVEL and --adapt contradict each other: one level, or "
+                   "the level that follows the link");
     if (o->compress && o->decode)
         return bad(err, "%s and -d contradict each other", zname);
     if (o->compress && o->listen && !o->raw)
@@ -888,6 +897,32 @@ static int parse_link_test_option(struct weir_options *o, int c, const char *arg
     }
 }
 
+/* --adapt[=MIN:MAX]: zstd, its level moving within MIN to MAX. */
+static int parse_adapt(struct weir_options *o, const char *arg, struct weir_error *err)
+{
+    o->compress = o->zstd = o->adapt = true;
+    o->adapt_min = ADAPT_MIN_DEFAULT;
+    o->adapt_max = ADAPT_MAX_DEFAULT;
+    if (!arg)
+        return 0;
+    char lo[16], hi[16];
+    const char *colon = strchr(arg + (arg[0] == '-'), ':');
+    size_t n = colon ? (size_t)(colon - arg) : 0;
+    if (!colon || n == 0 || n >= sizeof lo || strlen(colon + 1) >= sizeof hi)
+        return bad(err, "--adapt: '%s' is not MIN:MAX (zstd levels, such as -5:15)", arg);
+    memcpy(lo, arg, n);
+    lo[n] = '\0';
+    snprintf(hi, sizeof hi, "%s", colon + 1);
+    if (parse_int("--adapt", lo, CODEC_ZSTD_LEVEL_MIN, CODEC_ZSTD_LEVEL_MAX, &o->adapt_min,
+                  err) ||
+        parse_int("--adapt", hi, CODEC_ZSTD_LEVEL_MIN, CODEC_ZSTD_LEVEL_MAX, &o->adapt_max,
+                  err))
+        return -1;
+    if (o->adapt_min > o->adapt_max || o->adapt_min == 0 || o->adapt_max == 0)
+        return bad(err, "--adapt: '%s' is no range of levels (MIN <= MAX, neither 0)", arg);
+    return 0;
+}
+
 /* -z, -d and -T: compression and decoding. */
 static int parse_compression_option(struct weir_options *o, int c, const char *arg,
                                     struct weir_error *err)
@@ -896,13 +931,14 @@ static int parse_compression_option(struct weir_options *o, int c, const char *a
     case 'z':
         o->compress = o->lz4 = true;
         return arg ? parse_int("--compress", arg, 1, 12, &o->level, err) : 0;
+    case OPT_ADAPT:
+        return parse_adapt(o, arg, err);
     case OPT_ZSTD:
         o->compress = o->zstd = true;
-        o->zstd_level = 3;
         if (arg && parse_int("--zstd", arg, CODEC_ZSTD_LEVEL_MIN, CODEC_ZSTD_LEVEL_MAX,
                              &o->zstd_level, err))
             return -1;
-        if (o->zstd_level == 0)
+        if (arg && o->zstd_level == 0)
             return bad(err, "--zstd: 0 is no level (1 to 19, or -1 to -100 for zstd's fast "
                        "modes)");
         return 0;
@@ -1137,7 +1173,10 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->readahead = o->readahead;
     c->compress = o->compress;
     c->zstd = o->zstd;
-    c->level = o->zstd ? o->zstd_level : o->level;
+    c->adapt = o->adapt;
+    c->adapt_min = o->adapt_min;
+    c->adapt_max = o->adapt_max;
+    c->level = !o->zstd ? o->level : o->zstd_level ? o->zstd_level : OPTIONS_ZSTD_LEVEL;
     c->decode = o->decode;
     c->threads = o->threads;
     c->sparse = o->sparse;

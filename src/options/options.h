@@ -12,6 +12,8 @@
 #ifndef WEIR_OPTIONS_H
 #define WEIR_OPTIONS_H
 
+#define OPTIONS_ZSTD_LEVEL 3   /* --zstd without a level */
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,7 +72,9 @@ struct weir_options {
     bool compress;              /* -z, --compress, or --zstd */
     bool lz4, zstd;             /* which of them */
     int level;                  /* compression level, 1 = fast LZ4 */
-    int zstd_level;             /* --zstd's, 3 unless given */
+    int zstd_level;             /* --zstd's, or 0: OPTIONS_ZSTD_LEVEL */
+    bool adapt;                 /* --adapt: the level follows the bottleneck */
+    int adapt_min, adapt_max;   /* within this range */
     bool decode;                /* -d */
     bool sparse;                /* --sparse: runs of zeros in the input are holes */
     int threads;                /* -T */

@@ -655,8 +655,12 @@ static int send_request(struct remote *r, int port, struct weir_error *err)
     /* what shapes the sending side goes to whichever end sends */
     char word[64];
     if (o->pull) {
-        if (o->zstd)
-            n += (size_t)snprintf(req + n, cap - n, "opt --zstd=%d\n", o->zstd_level);
+        if (o->adapt)
+            n += (size_t)snprintf(req + n, cap - n, "opt --adapt=%d:%d\n", o->adapt_min,
+                                  o->adapt_max);
+        else if (o->zstd)
+            n += (size_t)snprintf(req + n, cap - n, "opt --zstd=%d\n",
+                                  o->zstd_level ? o->zstd_level : OPTIONS_ZSTD_LEVEL);
         else if (o->compress)
             n += (size_t)snprintf(req + n, cap - n, "opt --compress=%d\n", o->level);
         n += (size_t)snprintf(req + n, cap - n, "opt -T%d\n", o->threads);

@@ -8,8 +8,10 @@
 # same blocks, with and without a key.  weir -d also reads any zstd encoder's
 # data (one frame, several, concatenated files), and names every fault with
 # exit 6: a cut inside a frame, a flipped byte in weir's zstd blocks and in
-# plain zstd data, a window larger than -m.  Bad levels and -z with --zstd
-# are usage errors (exit 2).
+# plain zstd data, a window larger than -m; a decompression bomb stays inside
+# -m.  --adapt round-trips too, moves its level up when the output is slow,
+# and stores random data.  Bad levels and ranges, and -z with --zstd, are
+# usage errors (exit 2).
 . "$(dirname "$0")/lib.sh"
 command -v zstd >/dev/null || fail "zstd is not installed (scripts/deps.sh installs it)"
 command -v bsdtar >/dev/null || fail "bsdtar is not installed (scripts/deps.sh: libarchive-tools)"
@@ -155,10 +157,50 @@ head -c 3000000 /dev/urandom >"$TMP/r3"
 zstd -q --long=25 -c <"$TMP/r3" >"$TMP/long.zst" || fail "zstd --long"
 expect 6 "a window larger than -m" "$WEIR" -q -d -m 4M -i "$TMP/long.zst" -o /dev/null
 has_msg "$TMP/err" "window larger than the 4 MiB the buffer allows" "the window is named"
+# a decompression bomb: gigabytes of zeros in a few kilobytes; weir decodes
+# it in its buffer's memory (its resident size stays far below the data)
+head -c "$(sized 2000000000 300000000)" /dev/zero | zstd -q -c >"$TMP/bomb.zst" || fail "zstd"
+/usr/bin/time -f '%M' -o "$TMP/rss" "$WEIR" -q -d -m 16M -i "$TMP/bomb.zst" -o /dev/null ||
+    fail "weir -d of the bomb"
+[ "$(tail -n 1 "$TMP/rss")" -lt 200000 ] || fail "the bomb took $(tail -n 1 "$TMP/rss") KiB"
+ok "a decompression bomb decodes within -m ($(tail -n 1 "$TMP/rss") KiB resident)"
 expect 0 "the same with -m 64M" "$WEIR" -q -d -m 64M -i "$TMP/long.zst" -o "$TMP/long.out" -f
 same "$TMP/r3" "$TMP/long.out" "a long window within -m decodes"
 
-# 7. usage
+# 7. --adapt: round trips; a slow output moves the level up; random data is
+# stored, not compressed
+for spec in "1:" "65537:-s 4k" "mixed:-T 1 -s 256k" "mixed:-s 3M"; do
+    IFS=: read -r size opts <<<"$spec"
+    if [ "$size" = mixed ]; then in=$TMP/mixed; else in=$TMP/in.$size; gen "$in" "$size"; fi
+    # shellcheck disable=SC2086
+    expect 0 "--adapt $opts, $(stat -c %s "$in") bytes" \
+        "$WEIR" -q --adapt $opts -i "$in" -o "$TMP/a.zst" -f
+    readers "$TMP/a.zst" "$in" "--adapt $opts"
+done
+# a slow output behind a small buffer, for some seconds: the outputs are the
+# bottleneck, the workers idle
+cat "$TMP/mixed" "$TMP/mixed" "$TMP/mixed" >"$TMP/mixed3"
+expect 0 "--adapt=1:12 to a slow output" "$WEIR" -q --adapt=1:12 -m 2M -s 256k \
+    -R "$(sized 3M 1M)" -i "$TMP/mixed3" -o "$TMP/slow.zst" -f --progress=json=3 3>"$TMP/slow.json"
+readers "$TMP/slow.zst" "$TMP/mixed3" "--adapt to a slow output"
+tail -n 1 "$TMP/slow.json" | grep -q '"levels_used":\[1,\([2-9]\|1[0-2]\)\]' ||
+    { tail -n 1 "$TMP/slow.json" >&2; fail "--adapt did not move the level up for a slow output"; }
+ok "--adapt moved the level up for a slow output (the end line says which levels)"
+gen "$TMP/rand" "$(sized 30000000 8000000)"
+expect 0 "--adapt of random data" "$WEIR" -q --adapt -i "$TMP/rand" -o "$TMP/rand.zst" -f \
+    --progress=json=3 3>"$TMP/rand.json"
+readers "$TMP/rand.zst" "$TMP/rand" "--adapt of random data"
+tail -n 1 "$TMP/rand.json" | grep -q '"stored":true' || fail "random data was not stored"
+[ "$(stat -c %s "$TMP/rand.zst")" -lt $(($(stat -c %s "$TMP/rand") * 101 / 100)) ] ||
+    fail "stored random data grew by more than 1%"
+ok "random data is stored, and grows by less than 1%"
+listen "$TMP/l.out" "$TMP/l.err" -v -o "$TMP/recv" -f
+expect 0 "--adapt to a weir" "$WEIR" -q --adapt -O "127.0.0.1:$LPORT" -i "$TMP/rand"
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 0 ] || { cat "$TMP/l.err" >&2; fail "the receiver exited $STATUS"; }
+same "$TMP/rand" "$TMP/recv" "--adapt to a weir: the receiver wrote it whole"
+
+# 8. usage
 expect 2 "--zstd=0" "$WEIR" --zstd=0 -i "$TMP/r3" -o /dev/null
 has_msg "$TMP/err" "--zstd: 0 is no level" "--zstd=0 is named"
 expect 2 "--zstd=20" "$WEIR" --zstd=20 -i "$TMP/r3" -o /dev/null
@@ -167,4 +209,10 @@ expect 2 "-z with --zstd" "$WEIR" -z --zstd -i "$TMP/r3" -o /dev/null
 has_msg "$TMP/err" "-z and --zstd contradict each other" "-z with --zstd is named"
 expect 2 "--zstd with -d" "$WEIR" --zstd -d -i "$TMP/r3" -o /dev/null
 has_msg "$TMP/err" "--zstd and -d contradict each other" "--zstd with -d is named"
+for bad in 5 3:1 0:5 -101:3 x:y :; do
+    expect 2 "--adapt=$bad" "$WEIR" --adapt="$bad" -i "$TMP/r3" -o /dev/null
+done
+expect 2 "--adapt with --zstd=5" "$WEIR" --adapt --zstd=5 -i "$TMP/r3" -o /dev/null
+has_msg "$TMP/err" "--zstd=LEVEL and --adapt contradict" "--adapt with a fixed level is named"
+expect 0 "--adapt with --zstd (no level)" "$WEIR" -q --adapt --zstd -i "$TMP/r3" -o /dev/null
 done_testing
