@@ -658,6 +658,19 @@ static enum stats_phase phase_locked(const struct pipeline *p, const struct stat
     return awaited && !busy ? STATS_ANSWER : STATS_DRAINING;
 }
 
+/* The transform in a snapshot: which, its codec, its level or levels. */
+static void snapshot_codec_locked(const struct pipeline *p, struct stats_snapshot *s)
+{
+    s->transform = p->encode || p->decoding;
+    s->decoding = p->decoding;
+    s->codec = p->zstd || p->decoding_zstd ? "zstd" : "lz4";
+    s->level = !p->encode ? 0 : p->adapt.on ? atomic_load(&p->adapt.level) : p->cfg->level;
+    s->adapt = p->adapt.on;
+    s->level_min = atomic_load(&p->adapt.used_min);
+    s->level_max = atomic_load(&p->adapt.used_max);
+    s->stored = atomic_load(&p->adapt.stored);
+}
+
 void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
 {
     struct pipeline *p = (struct pipeline *)e;
@@ -670,14 +683,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->out_bytes = r->min_out;
     s->data_bytes = p->data_bytes;
     s->hole_bytes = p->hole_bytes;
-    s->transform = p->encode || p->decoding;
-    s->decoding = p->decoding;
-    s->codec = p->zstd || p->decoding_zstd ? "zstd" : "lz4";
-    s->level = !p->encode ? 0 : p->adapt.on ? adapt_level(&p->adapt) : p->cfg->level;
-    s->adapt = p->adapt.on;
-    s->level_min = atomic_load(&p->adapt.used_min);
-    s->level_max = atomic_load(&p->adapt.used_max);
-    s->stored = atomic_load(&p->adapt.stored);
+    snapshot_codec_locked(p, s);
     s->wire_bytes = p->encode ? r->queued_bytes : p->decoding ? s->in_bytes : 0;
     s->held = ring_fill_locked(r);
     s->capacity = ring_capacity_locked(r);

@@ -531,6 +531,28 @@ static int parse_sweep(struct weir_options *o, const char *arg, struct weir_erro
     }
 }
 
+/* -z, --zstd and --adapt against each other, decoding, -I and -H. */
+static int check_compression(const struct weir_options *o, struct weir_error *err)
+{
+    const char *zname = o->adapt ? "--adapt" : o->zstd ? "--zstd" : "-z";
+    if (o->lz4 && o->zstd)
+        return bad(err, "-z and %s contradict each other: LZ4 or zstd", o->adapt ? "--adapt"
+                                                                               : "--zstd");
+    if (o->adapt && o->zstd_level)
+        return bad(err, "--zstd=LEVEL and --adapt contradict each other: one level, or "
+                   "the level that follows the link");
+    if (o->compress && o->decode)
+        return bad(err, "%s and -d contradict each other", zname);
+    if (o->compress && o->listen && !o->raw)
+        return bad(err, "%s with -I: compress on the sending side (weir %s -O), or add "
+                   "--raw to compress what a plain sender sends", zname, zname);
+    if (o->hash && o->compress)
+        return bad(err, "-H/--hash and %s: the digest is of the data as written, and %s "
+                   "writes it compressed; take the digest where it is decoded (weir -d -H)",
+                   zname, zname);
+    return 0;
+}
+
 static int check_conflicts(struct weir_options *o, bool ct_given,
                            struct weir_error *err)
 {
@@ -552,18 +574,8 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
         return bad(err, "--connect-timeout needs -O");
     if (o->quiet && o->verbosity)
         return bad(err, "-q and -v contradict each other");
-    const char *zname = o->adapt ? "--adapt" : o->zstd ? "--zstd" : "-z";
-    if (o->lz4 && o->zstd)
-        return bad(err, "-z and %s contradict each other: LZ4 or zstd", o->adapt ? "--adapt"
-                                                                               : "--zstd");
-    if (o->adapt && o->zstd_level)
-        return bad(err, "--zstd=LEVEL and --adapt contradict each other: one level, or "
-                   "the level that follows the link");
-    if (o->compress && o->decode)
-        return bad(err, "%s and -d contradict each other", zname);
-    if (o->compress && o->listen && !o->raw)
-        return bad(err, "%s with -I: compress on the sending side (weir %s -O), or add "
-                   "--raw to compress what a plain sender sends", zname, zname);
+    if (check_compression(o, err))
+        return -1;
     if (o->sparse && o->decode)
         return bad(err, "--sparse with -d: a stream's holes are what its sender found; give "
                    "--sparse to the weir that reads the data as it is");
@@ -583,10 +595,6 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
     if (o->key_file && o->raw)
         return bad(err, "--key-file and --raw contradict each other: plain bytes cannot be "
                    "authenticated");
-    if (o->hash && o->compress)
-        return bad(err, "-H/--hash and %s: the digest is of the data as written, and %s "
-                   "writes it compressed; take the digest where it is decoded (weir -d -H)",
-                   zname, zname);
     int extra = (o->hash ? 1 : 0) + (o->command && o->command_consumes ? 1 : 0);
     if (o->noutputs + extra > WEIR_MAX_OUTPUTS)
         return error_set(err, WEIR_EXIT_USAGE, "too many outputs (at most %d, the consumer "
