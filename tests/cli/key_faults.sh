@@ -19,7 +19,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0"
 
 # listen_keyed OUT ERR: a keyed listener; sets LPID and LPORT
 listen_keyed() {
-    rm -f "$1"
+    rm -f "$1" "$2"   # never read a previous listener's port
     "$WEIR" -v --key-file "$TMP/k" -I 0 -o "$1" 2>"$2" &
     LPID=$!
     PIDS+=("$LPID")

@@ -48,6 +48,7 @@ has_msg "$TMP/err" "did not prove that it holds the key" "the tester says why"
 impostor_got_nothing "link tester"
 
 # 3. a keyed listener facing a sender that offers no key
+rm -f "$TMP/lerr"   # never read a previous listener's port
 "$WEIR" -v --key-file "$TMP/k" -I 0 -o "$TMP/out" 2>"$TMP/lerr" &
 LPID=$!
 PIDS+=("$LPID")
@@ -124,6 +125,7 @@ for side in listener sender; do
     lenv=() senv=()
     [ "$side" = listener ] && lenv=(OPENSSL_CONF="$TMP/p256.cnf")
     [ "$side" = sender ] && senv=(OPENSSL_CONF="$TMP/p256.cnf")
+    rm -f "$TMP/lerr"   # never read a previous listener's port
     env "${lenv[@]}" "$WEIR" -v --key-file "$TMP/k" -I 0 -o "$TMP/out" 2>"$TMP/lerr" &
     LPID=$!
     PIDS+=("$LPID")
