@@ -7,7 +7,6 @@
 #define FULL_SHARE_UP 0.3       /* the reader waited for room this share of the time */
 #define BUSY_SHARE_UP 0.75      /* and the workers were busy less than this */
 #define WORKERS_SHARE_DOWN 0.1  /* the outputs waited on the workers this share */
-#define BUSY_SHARE_DOWN 0.95    /* or the workers were this busy */
 
 void adapt_init(struct adapt *a, bool on, int min, int max)
 {
@@ -19,6 +18,8 @@ void adapt_init(struct adapt *a, bool on, int min, int max)
     atomic_init(&a->used_max, min);
     atomic_init(&a->stored, false);
     a->step = 0;
+    a->up_votes = 0;
+    a->warm = false;
     a->since = 0;
 }
 
@@ -40,17 +41,23 @@ void adapt_used(struct adapt *a, int level)
         ;
 }
 
-/* The next move, signed, from the shares of the interval. */
-static int decide(const struct adapt *a, double full, double workers, double busy)
+/* The next move, signed, from the shares of the interval.  A move in the
+ * direction of the last one doubles it; after a move down, a move up waits
+ * for a second interval that asks for it (the level just proved too slow).
+ * The first interval only starts the counts: while the buffer first fills,
+ * the outputs wait on the workers whatever the level. */
+static int decide(struct adapt *a, double full, double workers, double busy)
 {
     int dir = 0;
-    if (workers > WORKERS_SHARE_DOWN || busy > BUSY_SHARE_DOWN)
+    if (workers > WORKERS_SHARE_DOWN)
         dir = -1;
     else if (full > FULL_SHARE_UP && busy < BUSY_SHARE_UP)
         dir = 1;
-    if (dir == 0)
+    a->up_votes = dir > 0 ? a->up_votes + 1 : 0;
+    if (dir == 0 || (dir > 0 && a->step < 0 && a->up_votes < 2))
         return 0;
-    int size = a->step * dir > 0 ? (a->step < 0 ? -a->step : a->step) * 2 : 1;
+    int last = a->step < 0 ? -a->step : a->step;
+    int size = a->step * dir > 0 ? last * 2 : 1;
     return dir * (size > ADAPT_STEP_MAX ? ADAPT_STEP_MAX : size);
 }
 
@@ -72,6 +79,12 @@ void adapt_tick(struct adapt *a, struct pipeline *p, double now)
         return;
     }
     double dt = now - a->since;
+    if (!a->warm) {   /* the first interval: the buffer was filling */
+        a->warm = true;
+        a->since = now;
+        a->full0 = full, a->workers0 = workers, a->busy0 = busy;
+        return;
+    }
     int n = p->nworkers > 0 ? p->nworkers : 1;
     int move = decide(a, (full - a->full0) / dt, (workers - a->workers0) / dt,
                       (busy - a->busy0) / (dt * n));
@@ -79,7 +92,8 @@ void adapt_tick(struct adapt *a, struct pipeline *p, double now)
     next = next < a->min ? a->min : next > a->max ? a->max : next;
     if (next == 0)   /* zstd's level 0 is its default, 3: step over it */
         next = move > 0 ? 1 : -1;
-    a->step = next != level ? move : 0;
+    if (next != level)
+        a->step = move;
     atomic_store(&a->level, next);
     a->since = now;
     a->full0 = full, a->workers0 = workers, a->busy0 = busy;

@@ -55,6 +55,15 @@ for spec in "1:default:" "4095:-s 4k:" "1048577:-s 1M:--zstd=1" "mixed:-s 64k:--
         "$WEIR" -q $level $opts -i "$in" -o "$TMP/f.zst" -f
     readers "$TMP/f.zst" "$in" "$level $opts"
 done
+# every level, from the fastest to the slowest, at an awkward size
+gen "$TMP/lv" 300007 mixed
+for level in -100 -50 -10 -5 -1 $(seq 1 19); do
+    "$WEIR" -q --zstd="$level" -s 64k -i "$TMP/lv" -o "$TMP/lv.zst" -f ||
+        fail "--zstd=$level: exit $?"
+    zstd -q -d -c "$TMP/lv.zst" | cmp -s - "$TMP/lv" || fail "--zstd=$level: zstd -d differs"
+    "$WEIR" -q -d -i "$TMP/lv.zst" | cmp -s - "$TMP/lv" || fail "--zstd=$level: weir -d differs"
+done
+ok "every level from -100 to 19 round-trips through zstd -d and weir -d"
 # the level shows: a higher level, a smaller file
 "$WEIR" -q --zstd=1 -i "$TMP/mixed" -o "$TMP/l1.zst" -f || fail "--zstd=1"
 "$WEIR" -q --zstd=12 -i "$TMP/mixed" -o "$TMP/l12.zst" -f || fail "--zstd=12"
