@@ -70,6 +70,9 @@ struct stats_snapshot {
     bool decoding;         /* the transform decodes the input (else, if any, -z) */
     const char *codec;     /* with a transform: "lz4" or "zstd" */
     int level;             /* compressing: the level it uses; decoding: 0 */
+    bool adapt;            /* --adapt: the level moves; the blocks so far used */
+    int level_min, level_max;   /* these levels (min > max: none yet) */
+    bool stored;           /* and some were stored, not compressed */
     uint64_t held;         /* bytes held in the buffer */
     uint64_t capacity;     /* bytes the buffer can hold */
     double t_empty;        /* seconds the buffer was empty (input side slower) */

@@ -100,6 +100,8 @@ struct weir_config {
     bool zstd;                   /* with compress: zstd frames in the weir stream, to
                                     every output (a zstd file to files and pipes) */
     int level;                   /* LZ4: 1 to 12; zstd: -100 to 19, not 0 */
+    bool adapt;                  /* with zstd: the level follows the bottleneck, */
+    int adapt_min, adapt_max;    /*   within this range (adapt.h) */
     bool decode;                 /* -d: the input must be a weir stream or LZ4 */
     int threads;
     /* holes: a regular-file input is always read by its data extents; with

@@ -12,8 +12,9 @@
  * interval only starts the counts (the buffer fills); a move in the
  * direction of the last one doubles its step (at most ADAPT_STEP_MAX), a
  * reversal starts again at one level, and after a move down a move up
- * needs two intervals that ask for it.  So it settles within a second or two and never changes more than
- * once an interval.  The levels the blocks used are kept for the summary.
+ * needs two intervals that ask for it.  So it settles within a second or
+ * two and never changes more than once an interval.  The levels the blocks
+ * used are kept for the summary.
  */
 #ifndef WEIR_ADAPT_H
 #define WEIR_ADAPT_H

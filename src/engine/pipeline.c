@@ -11,15 +11,16 @@
  * bytes through a transport (transport.h), so neither knows which kind it
  * has.  A writer that sends a weir stream to another weir has a back-channel
  * thread that reads the receiver's records (keepalives, the answer).  With
- * -z, or when a weir stream or LZ4 data is being decoded, -T worker threads
- * transform blocks.  A producer or consumer also has a thread that passes
- * its stderr through (child.c).  The main thread starts them all, turns
- * signals into actions, tells a weir sender that this end is alive, reports
- * status to the observer, joins everything, answers a weir sender, and
- * returns the exit status.  There is one mutex, p->lock, and three
- * condition variables: the ring's data_cv (writers wait for data) and
- * space_cv (the reader waits for a free block), and job_cv (workers wait for
- * a job).
+ * -z or --zstd, or when a weir stream or LZ4 data is being decoded, -T worker
+ * threads transform blocks (plain zstd data is decoded in order by the
+ * reader).  A producer or consumer also has a thread that passes its stderr
+ * through (child.c).  The main thread starts them all, turns signals into
+ * actions, tells a weir sender that this end is alive, reports status to
+ * the observer, moves --adapt's level (adapt.c), joins everything, answers a
+ * weir sender, and returns the exit status.  There is one mutex, p->lock,
+ * and three condition variables: the ring's data_cv (writers wait for
+ * data) and space_cv (the reader waits for a free block), and job_cv
+ * (workers wait for a job).
  *
  * The buffer
  * ----------
