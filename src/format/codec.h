@@ -1,10 +1,12 @@
 /*
- * codec.h - the pieces of a weir stream and of weir's LZ4 files: records,
- * LZ4 frames, checksums.
+ * codec.h - the pieces of a weir stream and of weir's LZ4 and zstd files:
+ * records, LZ4 frames, zstd pieces, checksums.
  *
  * Contract: pure functions over caller-owned memory.  No I/O, no locks, no
- * allocation; any thread may call them.  doc/stream-format.md is the
- * normative description of what they produce; in short:
+ * allocation but a thread's zstd contexts (codec_zstd_cctx/dctx, made once
+ * and handed back by the caller); any thread may call them.
+ * doc/stream-format.md is the normative description of what they produce;
+ * in short:
  *
  *   stream  = header-record { block-frame block-record | hole-record }
  *             trailer-record

@@ -2,7 +2,8 @@
  * zstd.c - --zstd's pieces: one zstd frame per piece of a block, between
  * its 'Y' record and its 'B' record (codec.h), and the frames of zeros
  * that stand for a hole in a zstd file.  libzstd does the compression; the
- * caller owns the contexts, one per thread, so nothing here allocates.
+ * caller owns the contexts, one per thread, made on first use by
+ * codec_zstd_cctx() and codec_zstd_dctx(), which are all that allocates.
  */
 #include "format/codec.h"
 

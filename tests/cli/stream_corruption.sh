@@ -53,7 +53,7 @@ cp "$TMP/z" "$TMP/big"
 printf '\x00\x00\x02\x00' | dd of="$TMP/big" bs=1 seek=31 conv=notrunc status=none
 decode_fails "$TMP/big" "a block longer than the maximum" "exceeds the maximum"
 printf 'plain text, not a stream' >"$TMP/plain"
-decode_fails "$TMP/plain" "input that is not a stream" "not a weir stream or LZ4 data"
+decode_fails "$TMP/plain" "input that is not a stream" "not a weir stream, LZ4 or zstd data"
 lz4 -q -c "$TMP/in" | head -c 5000 >"$TMP/t.lz4"
 decode_fails "$TMP/t.lz4" "truncated lz4 file" "truncated LZ4 data"
 

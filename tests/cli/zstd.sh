@@ -1,17 +1,17 @@
 #!/bin/bash
 # Purpose: weir --zstd compresses on every worker and writes a stream that is
 # a zstd file: stock zstd -d, python's zstandard (streaming, across frames)
-# and libarchive (bsdtar) read it, at awkward sizes, block sizes and levels
-# (fast, default, high), to a file, a pipe and a consumer command; weir -d
-# reads it back verified, holes included (a sparse file's holes stay holes
-# for weir and are zeros for zstd).  Between two weirs --zstd carries the
-# same blocks, with and without a key.  weir -d also reads any zstd encoder's
-# data (one frame, several, concatenated files), and names every fault with
-# exit 6: a cut inside a frame, a flipped byte in weir's zstd blocks and in
-# plain zstd data, a window larger than -m; a decompression bomb stays inside
-# -m.  --adapt round-trips too, moves its level up when the output is slow,
-# and stores random data.  Bad levels and ranges, and -z with --zstd, are
-# usage errors (exit 2).
+# and libarchive (bsdtar) read it, at awkward sizes, block sizes and every
+# level, to a file, a pipe and a consumer command; weir -d reads it back
+# verified, holes included (a sparse file's holes stay holes for weir and
+# are zeros for zstd).  Between two weirs --zstd carries the same blocks,
+# with and without a key, and resumes after cuts.  weir -d also reads any
+# zstd encoder's data (one frame, several, concatenated files), and names
+# every fault with exit 6: a cut inside a frame, a flipped byte in weir's
+# zstd blocks and in plain zstd data, a window larger than -m; a
+# decompression bomb stays inside -m.  --adapt round-trips too, moves its
+# level up when the output is slow, and stores random data.  Bad levels and
+# ranges, and -z with --zstd, are usage errors (exit 2).
 . "$(dirname "$0")/lib.sh"
 command -v zstd >/dev/null || fail "zstd is not installed (scripts/deps.sh installs it)"
 command -v bsdtar >/dev/null || fail "bsdtar is not installed (scripts/deps.sh: libarchive-tools)"
@@ -113,6 +113,24 @@ for keyed in no yes; do
         same "$in" "$TMP/recv" "the receiver wrote it whole (key: $keyed)"
         has_msg "$TMP/l.err" "zstd" "the receiver's summary names zstd"
     done
+done
+# a connection cut twice under --zstd, from a file (read again) and from a
+# pipe (held in the buffer): the stream resumes, whole
+for from in file pipe; do
+    listen "$TMP/l.out" "$TMP/l.err" -v -o "$TMP/recv" -f
+    cut_proxy "$LPORT" 2 "$(sized 3000000 1000000)" reset
+    if [ "$from" = file ]; then
+        expect 0 "--zstd through two cuts, from a $from" \
+            "$WEIR" -q --zstd -O "127.0.0.1:$PPORT" -i "$TMP/mixed"
+    else
+        expect 0 "--adapt through two cuts, from a $from" \
+            sh -c "cat '$TMP/mixed' | '$WEIR' -q --adapt -O '127.0.0.1:$PPORT'"
+    fi
+    wait_bounded "$LPID" 30
+    [ "$STATUS" -eq 0 ] || { cat "$TMP/l.err" >&2; fail "the receiver exited $STATUS"; }
+    same "$TMP/mixed" "$TMP/recv" "resumed from a $from: the receiver wrote it whole"
+    grep -q "cut 1" "$TMP/proxy" || fail "the proxy cut nothing"
+    ok "the proxy cut the connection"
 done
 # --raw to a plain socket: the bytes are a zstd file
 socat -u TCP-LISTEN:0,bind=127.0.0.1,reuseaddr OPEN:"$TMP/raw.zst",creat,trunc \
