@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "format/codec.h"
 
@@ -31,7 +32,8 @@ void stream_free(struct stream_decoder *d)
     if (d->lz4)
         LZ4F_freeDecompressionContext(d->lz4);
     d->lz4 = NULL;
-    stream_zstd_free(d);
+    ZSTD_freeDStream(d->zstd_ds);   /* plain zstd data's decoder (stream_zstd.c) */
+    d->zstd_ds = NULL;
 }
 
 static int corrupt(struct stream_decoder *d, struct weir_error *err, uint64_t at,

@@ -198,7 +198,6 @@ int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct wei
  * window_max is refused (WEIR_EXIT_INTEGRITY), naming both. */
 int stream_zstd_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
                      struct weir_error *err);
-void stream_zstd_free(struct stream_decoder *d);
 /* For the readers of plain data (stream_zstd.c): read more into the stage
  * (1, or 0 at the end of the input, -1 on an error), and take n staged
  * bytes. */

@@ -2,7 +2,8 @@
  * stream_zstd.c - plain zstd data (stream.h, STREAM_ZSTD): any zstd
  * encoder's frames, decoded in order with libzstd's streaming decoder,
  * whose window is capped so that the memory a frame may ask for stays
- * within what the caller allows.
+ * within what the caller allows.  It uses stream.c's stage (stream_fill,
+ * stream_consume); stream_free() frees its decoder.
  */
 #include "format/stream.h"
 
@@ -12,13 +13,6 @@
 #include <zstd_errors.h>
 
 #include "format/codec.h"
-
-void stream_zstd_free(struct stream_decoder *d)
-{
-    if (d->zstd_ds)
-        ZSTD_freeDStream(d->zstd_ds);
-    d->zstd_ds = NULL;
-}
 
 /* zstd's window logs: the smallest any frame has, the largest a 64-bit
  * decoder takes (RFC 8878, 3.1.1.1.2) */
