@@ -106,60 +106,35 @@ static int hole_write_failed(struct output *o, struct weir_error *e)
     return write_error(o, e, "write");
 }
 
-/* HOLES_FRAME: blocks of compressed zeros (codec_zero_block), the whole
- * ones from one buffer made once; *done is the raw bytes they hold. */
-static int write_zero_blocks(struct output *o, size_t n, int tmo, size_t *done,
+/* One frame of len zeros for this output's kind of hole into dst (cap
+ * bytes): an LZ4 block (HOLES_FRAME) or a 'z' record and a zstd frame
+ * (HOLES_ZSTD).  0 when it does not fit. */
+static size_t zeros_frame(struct output *o, unsigned char *dst, size_t cap, size_t len)
+{
+    if (o->holes == HOLES_ZSTD)
+        return codec_zstd_zeros(dst, cap, o->zc, sparse_zeros(), len);
+    return codec_zero_block(dst, cap, sparse_zeros(), len);
+}
+
+/* HOLES_FRAME and HOLES_ZSTD: frames of zeros a piece's worth each, the
+ * whole ones from one buffer made once; with zstd the hole's record goes
+ * first, once.  *done is the raw bytes they hold. */
+static int write_zero_frames(struct output *o, size_t n, int tmo, size_t *done,
                              struct weir_error *e)
 {
     struct pipeline *p = o->p;
-    size_t full = p->piece_max, cap = full / 255 + 72;
-    if (!o->zero_frame) {
-        o->zero_frame = malloc(2 * cap);
-        if (!o->zero_frame)
-            return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
-        o->zero_frame_len = codec_zero_block(o->zero_frame, cap, sparse_zeros(), full);
-    }
-    struct iovec iov[ZERO_BLOCKS_AT_ONCE];
-    int cnt = 0;
-    size_t raw = 0, bytes = 0;
-    if (n >= full) {
-        for (; cnt < ZERO_BLOCKS_AT_ONCE && raw + full <= n; cnt++, raw += full)
-            iov[cnt] = (struct iovec){o->zero_frame, o->zero_frame_len};
-        bytes = (size_t)cnt * o->zero_frame_len;
-    } else {
-        unsigned char *tail = o->zero_frame + cap;
-        bytes = codec_zero_block(tail, cap, sparse_zeros(), n);
-        iov[cnt++] = (struct iovec){tail, bytes};
-        raw = n;
-    }
-    if (o->zero_frame_len == 0 || iov[0].iov_len == 0)
-        return error_set(e, WEIR_EXIT_INTERNAL, "%s: zeros did not compress", o->t.name),
-               STEP_FAIL;
-    if (transport_writev_all(&o->t, iov, cnt, tmo, &o->halt))
-        return hole_write_failed(o, e);
-    *done = raw;
-    return ratelimit_take(&o->rl, bytes, &o->halt) ? STEP_STOP : STEP_OK;
-}
-
-/* HOLES_ZSTD: the hole's record once, then frames of zeros, a piece's
- * worth each ('z' records: a weir skips them); *done is the raw bytes they
- * hold. */
-static int write_zstd_zeros(struct output *o, size_t n, int tmo, size_t *done,
-                            struct weir_error *e)
-{
-    struct pipeline *p = o->p;
-    if (!o->hole_said) {
+    bool zstd = o->holes == HOLES_ZSTD;
+    if (zstd && !o->hole_said) {
         if (session_hole(&o->session, o->cur.hole_seq, n, tmo, &o->halt))
             return hole_write_failed(o, e);
         o->hole_said = true;
     }
-    size_t full = p->piece_max, cap = CODEC_ZSTD_ZEROS_MAX;
+    size_t full = p->piece_max, cap = zstd ? CODEC_ZSTD_ZEROS_MAX : full / 255 + 72;
     if (!o->zero_frame) {
         o->zero_frame = malloc(2 * cap);
-        void *cc = o->zero_frame ? codec_zstd_cctx(&o->zc) : NULL;
-        if (!cc)
+        if (!o->zero_frame || (zstd && !codec_zstd_cctx(&o->zc)))
             return error_sys(e, WEIR_EXIT_INTERNAL, ENOMEM, "%s", o->t.name), STEP_FAIL;
-        o->zero_frame_len = codec_zstd_zeros(o->zero_frame, cap, cc, sparse_zeros(), full);
+        o->zero_frame_len = zeros_frame(o, o->zero_frame, cap, full);
     }
     struct iovec iov[ZERO_BLOCKS_AT_ONCE];
     int cnt = 0;
@@ -170,7 +145,7 @@ static int write_zstd_zeros(struct output *o, size_t n, int tmo, size_t *done,
         bytes = (size_t)cnt * o->zero_frame_len;
     } else {
         unsigned char *tail = o->zero_frame + cap;
-        bytes = codec_zstd_zeros(tail, cap, o->zc, sparse_zeros(), n);
+        bytes = zeros_frame(o, tail, cap, n);
         iov[cnt++] = (struct iovec){tail, bytes};
         raw = n;
     }
@@ -180,7 +155,7 @@ static int write_zstd_zeros(struct output *o, size_t n, int tmo, size_t *done,
     if (transport_writev_all(&o->t, iov, cnt, tmo, &o->halt))
         return hole_write_failed(o, e);
     *done = raw;
-    o->hole_said = raw < n;
+    o->hole_said = zstd && raw < n;
     return ratelimit_take(&o->rl, bytes, &o->halt) ? STEP_STOP : STEP_OK;
 }
 
@@ -205,9 +180,8 @@ static int write_hole(struct output *o, size_t n, int tmo, size_t *done, struct 
     case HOLES_REFUSED:
         return refuse_hole(o, e);
     case HOLES_FRAME:
-        return write_zero_blocks(o, n, tmo, done, e);
     case HOLES_ZSTD:
-        return write_zstd_zeros(o, n, tmo, done, e);
+        return write_zero_frames(o, n, tmo, done, e);
     case HOLES_ZEROS:
         break;
     }

@@ -41,26 +41,6 @@ static size_t one_frame(ZSTD_CCtx *cc, unsigned char *dst, size_t cap,
     return ZSTD_isError(n) ? 0 : n;
 }
 
-size_t codec_encode_zstd(const unsigned char *src, size_t len, unsigned char *dst, void *cctx,
-                         int level, uint64_t seq, uint32_t piece_max, unsigned sums)
-{
-    size_t pos = 0;
-    for (size_t off = 0; off < len; off += piece_max, seq++) {
-        size_t n = len - off < piece_max ? len - off : piece_max;
-        unsigned char *frame = dst + pos + CODEC_ANNOUNCE_SIZE;
-        size_t s = one_frame(cctx, frame, CODEC_ZSTD_BOUND(n), src + off, n, level);
-        if (s == 0 || s > UINT32_MAX)
-            return 0;
-        codec_announce(dst + pos, 'Y', (uint32_t)s);
-        uint64_t hash = 0;
-        if (sums & CODEC_SUMS_WEIR)
-            hash = codec_wire_hash(codec_block_hash(src + off, n, seq), frame, s);
-        codec_block_record(frame + s, seq, (uint32_t)n, hash);
-        pos += CODEC_ZSTD_PIECE_OVERHEAD + s;
-    }
-    return pos;
-}
-
 /* One stored frame of len bytes into dst; returns its length. */
 static size_t stored_frame(unsigned char *dst, const unsigned char *src, size_t len)
 {
@@ -82,14 +62,19 @@ static size_t stored_frame(unsigned char *dst, const unsigned char *src, size_t 
     return pos + 4;
 }
 
-size_t codec_store_zstd(const unsigned char *src, size_t len, unsigned char *dst, uint64_t seq,
-                        uint32_t piece_max, unsigned sums)
+/* The pieces of len bytes, each frame compressed at level with cctx, or
+ * stored when cctx is NULL; 0 when zstd failed. */
+static size_t pieces(const unsigned char *src, size_t len, unsigned char *dst, void *cctx,
+                     int level, uint64_t seq, uint32_t piece_max, unsigned sums)
 {
     size_t pos = 0;
     for (size_t off = 0; off < len; off += piece_max, seq++) {
         size_t n = len - off < piece_max ? len - off : piece_max;
         unsigned char *frame = dst + pos + CODEC_ANNOUNCE_SIZE;
-        size_t s = stored_frame(frame, src + off, n);
+        size_t s = cctx ? one_frame(cctx, frame, CODEC_ZSTD_BOUND(n), src + off, n, level)
+                        : stored_frame(frame, src + off, n);
+        if (s == 0 || s > UINT32_MAX)
+            return 0;
         codec_announce(dst + pos, 'Y', (uint32_t)s);
         uint64_t hash = 0;
         if (sums & CODEC_SUMS_WEIR)
@@ -98,6 +83,18 @@ size_t codec_store_zstd(const unsigned char *src, size_t len, unsigned char *dst
         pos += CODEC_ZSTD_PIECE_OVERHEAD + s;
     }
     return pos;
+}
+
+size_t codec_encode_zstd(const unsigned char *src, size_t len, unsigned char *dst, void *cctx,
+                         int level, uint64_t seq, uint32_t piece_max, unsigned sums)
+{
+    return cctx ? pieces(src, len, dst, cctx, level, seq, piece_max, sums) : 0;
+}
+
+size_t codec_store_zstd(const unsigned char *src, size_t len, unsigned char *dst, uint64_t seq,
+                        uint32_t piece_max, unsigned sums)
+{
+    return pieces(src, len, dst, NULL, 0, seq, piece_max, sums);
 }
 
 size_t codec_zstd_zeros(unsigned char *dst, size_t cap, void *cctx, const unsigned char *zeros,
