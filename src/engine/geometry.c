@@ -31,11 +31,13 @@ static uint64_t transform_blocks(const struct pipeline *p)
  * (measured: 2 GiB over loopback took 25% longer with the sender 512 MiB
  * ahead than 64 MiB ahead, and 12% longer 64 MiB ahead than 16 MiB), so
  * such an input is held to --readahead, unless -P or -p ask for the buffer
- * to fill. */
+ * to fill.  Blocks held for a resume count in it, but workers always have
+ * a transform's worth of blocks ahead of them to work on. */
 void plan_readahead_locked(struct pipeline *p)
 {
     const struct weir_config *c = p->cfg;
     p->ring.read_window = 0;
+    p->ring.read_lead = p->nworkers > 0 ? (uint32_t)transform_blocks(p) : 0;
     if (!p->in.regular || c->start_write_pct > 0 || c->resume_read_pct < 100)
         return;
     uint64_t bs = p->ring.pool.block_size;

@@ -185,8 +185,12 @@ bool ring_take_block(struct ring *r, uint32_t extra, uint32_t *idx)
          * however much a connection that may resume holds (a long link, a
          * slow receiver; with a window of two blocks or less, a reader
          * kept level with the hold waited for each confirmation, and a
-         * transfer took five times as long) */
+         * transfer took five times as long), or more when workers
+         * compress (read_lead: with two blocks ahead of a long link's hold,
+         * the outputs waited on workers that had time to spare) */
         uint64_t lead = r->read_window / 4 < 2 ? 2 : r->read_window / 4;
+        if (lead < r->read_lead)
+            lead = r->read_lead;
         uint64_t least = r->held_back + lead;
         bool within = r->read_window == 0 ||
                       promised < (r->read_window > least ? r->read_window : least);

@@ -94,6 +94,7 @@ struct ring {
     bool filling;               /* lock: slot head-1 is the reader's, unsealed */
     bool input_done;            /* lock: no slot will be added */
     uint32_t read_window;       /* lock: blocks a regular-file input may hold; 0: all */
+    uint32_t read_lead;         /* lock: and may keep ahead of the held ones at least */
     uint32_t reserved;          /* lock: blocks promised to queued jobs */
     uint64_t hole_slots;        /* lock: hole slots between tail and head */
     uint64_t held_back;         /* lock: slots kept only by holds (resuming): the read

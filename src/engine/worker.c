@@ -167,15 +167,16 @@ static size_t encode_zstd(struct worker *w, const struct job *j, const unsigned 
 {
     struct pipeline *p = w->p;
     if (p->adapt.on && store_next(w)) {
-        adapt_used(&p->adapt, ADAPT_STORED);
+        adapt_used(&p->adapt, ADAPT_STORED, 0, 0);
         return codec_store_zstd(src, j->len, dst, j->blk.seq, p->piece_max, p->sums);
     }
     int level = p->adapt.on ? adapt_level(&p->adapt) : p->cfg->level;
+    double t0 = clock_now();
     void *cc = codec_zstd_cctx(&w->zc);
     size_t n = cc ? codec_encode_zstd(src, j->len, dst, cc, level, j->blk.seq, p->piece_max,
                                       p->sums) : 0;
     if (n && p->adapt.on) {
-        adapt_used(&p->adapt, level);
+        adapt_used(&p->adapt, level, n, clock_now() - t0);
         judge_ratio(w, j->len, n);
     }
     return n;

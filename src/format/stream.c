@@ -242,7 +242,7 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
     }
     if (have == 0)
         return error_set(err, WEIR_EXIT_INTEGRITY, "%s: empty input: no weir stream%s",
-                         d->src.name, allow_lz4 ? " or LZ4 data" : "");
+                         d->src.name, allow_lz4 ? ", LZ4 or zstd data" : "");
     if (have < 4 && miss == 0)
         return truncated(d, err, "inside the header");
     if (have < 4 && allow_lz4 && lz4_magic_prefix(b, have)) {
@@ -625,7 +625,8 @@ long stream_decode_block(const struct stream_block *b, void **zstd, const void *
     if (!b->zstd)
         return codec_decode_block(payload, b->wire_len, b->stored, dst, cap);
     void *dctx = codec_zstd_dctx(zstd);
-    return dctx ? codec_decode_zstd(dctx, payload, b->wire_len, dst, cap) : -1;
+    return dctx ? codec_decode_zstd(dctx, payload, b->wire_len, dst, cap)
+                : STREAM_DECODE_NOMEM;
 }
 
 static int verify_legacy_block(const struct stream_block *b, long len, const char *name,
@@ -664,6 +665,9 @@ static int verify_lz4_block(const struct stream_block *b, const void *payload, l
 int stream_verify_block(const struct stream_block *b, const void *payload, const void *data,
                         long len, const char *name, struct weir_error *err)
 {
+    if (len == STREAM_DECODE_NOMEM)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "%s: block %llu: a zstd decoder",
+                         name, (unsigned long long)b->seq);
     if (b->lz4)
         return verify_lz4_block(b, payload, len, name, err);
     if (len < 0 || (uint64_t)len != b->raw_len)

@@ -157,13 +157,15 @@ int stream_payload(struct stream_decoder *d, void *dst, size_t n, struct weir_er
 int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
 /* Decode one block's payload into dst (at most cap bytes), by its kind:
  * stored, LZ4, or a zstd frame (with the thread's context *zstd, made on
- * first use: codec_zstd_dctx).  Returns the raw length or -1, for
+ * first use: codec_zstd_dctx).  Returns the raw length, -1 when it does not
+ * decode, or STREAM_DECODE_NOMEM when no zstd decoder could be made, for
  * stream_verify_block. */
+#define STREAM_DECODE_NOMEM (-2L)
 long stream_decode_block(const struct stream_block *b, void **zstd, const void *payload,
                          void *dst, size_t cap);
 /* Compare a decoded block (and, when compressed, its payload) with its
  * record or checksum; INTEGRITY error on mismatch.  len < 0 means it did not
- * decode. */
+ * decode (STREAM_DECODE_NOMEM: an INTERNAL error, out of memory). */
 int stream_verify_block(const struct stream_block *b, const void *payload, const void *data,
                         long len, const char *name, struct weir_error *err);
 

@@ -17,6 +17,9 @@
 #define MIN_BLOCK 16ULL
 #define MAX_BLOCK (1ULL << 30)
 #define DEFAULT_BLOCK (1ULL << 20)
+/* zstd compresses better in larger frames: mixed data at level 9 came out
+ * 4% smaller in frames of 4 MiB than in frames of 1 MiB (doc/design.md) */
+#define DEFAULT_ZSTD_BLOCK (4ULL << 20)
 #define DEFAULT_MEM (512ULL << 20)
 #define DEFAULT_READAHEAD (16ULL << 20)
 
@@ -126,7 +129,7 @@ static void usage_buffer_and_keys(FILE *out)
 "\n"
 "buffer:\n"
 "  -m SIZE|N%         buffer size (default 512M; committed only as used)\n"
-"  -s SIZE            block size (default 1M)\n"
+"  -s SIZE            block size (default 1M; 4M with --zstd and --adapt)\n"
 "  -b NUM             number of blocks (sets -m to NUM * -s)\n"
 "  -P PCT             start writing when the buffer is PCT% full\n"
 "  -p PCT             after the buffer filled, resume reading below PCT%\n"
@@ -363,6 +366,25 @@ struct raw_sizes {
     const char *mem, *block, *blocks;
 };
 
+/* -m SIZE or -m PCT% (of phys, the physical memory) into *mem. */
+static int parse_mem(const char *arg, uint64_t phys, uint64_t *mem, struct weir_error *err)
+{
+    size_t len = strlen(arg);
+    if (len > 1 && arg[len - 1] == '%') {
+        char *end;
+        errno = 0;
+        double pct = strtod(arg, &end);
+        if (errno || end != arg + len - 1 || !(pct > 0) || pct > 90)
+            return bad(err, "-m: '%s' is not a percentage of memory (up to 90%%)", arg);
+        *mem = (uint64_t)((double)phys * pct / 100.0);
+    } else if (options_parse_size(arg, mem)) {
+        return bad(err, "-m: '%s' is not a valid size", arg);
+    }
+    if (*mem == 0)
+        return bad(err, "-m: '%s': the buffer cannot be empty", arg);
+    return 0;
+}
+
 static int resolve_sizes(struct weir_options *o, const struct raw_sizes *r,
                          struct weir_error *err)
 {
@@ -382,20 +404,8 @@ static int resolve_sizes(struct weir_options *o, const struct raw_sizes *r,
         nblocks = v;
     }
     if (r->mem) {
-        size_t len = strlen(r->mem);
-        if (len > 1 && r->mem[len - 1] == '%') {
-            char *end;
-            errno = 0;
-            double pct = strtod(r->mem, &end);
-            if (errno || end != r->mem + len - 1 || !(pct > 0) || pct > 90)
-                return bad(err, "-m: '%s' is not a percentage of memory (up to 90%%)",
-                           r->mem);
-            o->mem = (uint64_t)((double)phys * pct / 100.0);
-        } else if (options_parse_size(r->mem, &o->mem)) {
-            return bad(err, "-m: '%s' is not a valid size", r->mem);
-        }
-        if (o->mem == 0)
-            return bad(err, "-m: '%s': the buffer cannot be empty", r->mem);
+        if (parse_mem(r->mem, phys, &o->mem, err))
+            return -1;
         if (r->blocks && r->block)
             return bad(err, "-m, -s and -b together over-determine the buffer; give two");
         if (r->blocks)
@@ -411,6 +421,8 @@ static int resolve_sizes(struct weir_options *o, const struct raw_sizes *r,
     if (phys && o->mem > phys)
         return bad(err, "-m: the buffer (%s) is larger than physical memory",
                    r->mem ? r->mem : r->blocks);
+    if (o->zstd && !r->block && !r->blocks && o->mem / DEFAULT_ZSTD_BLOCK >= 16)
+        o->block = DEFAULT_ZSTD_BLOCK;
     o->nblocks = o->mem / o->block;
     if (o->nblocks < 2 && r->block)
         return bad(err, "-m and -s: a buffer of %llu bytes holds fewer than 2 blocks of %s",

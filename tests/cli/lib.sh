@@ -62,6 +62,18 @@ gen() {
 
 sum() { sha256sum <"$1" | cut -d' ' -f1; }
 
+# python_with MODULE PACKAGE: the python3 that imports MODULE into $PY
+# (the first python3 on PATH may be one without Debian's modules), or fail
+# naming the Debian package that scripts/deps.sh installs
+python_with() {
+    PY=
+    local py
+    for py in python3 /usr/bin/python3; do
+        "$py" -c "import $1" 2>/dev/null && { PY=$py; return 0; }
+    done
+    fail "no python3 with $1 (scripts/deps.sh installs $2)"
+}
+
 # same A B LABEL: the two files have the same checksum
 same() {
     [ -e "$2" ] || fail "$3: $2 was not written"

@@ -12,11 +12,7 @@
 # header or record is skipped like any other.
 . "$(dirname "$0")/lib.sh"
 command -v lz4 >/dev/null || fail "lz4 is not installed (scripts/deps.sh installs it)"
-PY=
-for py in python3 /usr/bin/python3; do
-    "$py" -c 'import lz4.frame' 2>/dev/null && { PY=$py; break; }
-done
-[ -n "$PY" ] || fail "no python3 with lz4.frame (scripts/deps.sh installs python3-lz4)"
+python_with lz4.frame python3-lz4
 
 # pycheck FILE INPUT SIZE: python reads FILE whole, streaming and as a file,
 # each to INPUT's bytes, and the frame's header says independent blocks, both

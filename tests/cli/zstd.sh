@@ -10,16 +10,14 @@
 # every fault with exit 6: a cut inside a frame, a flipped byte in weir's
 # zstd blocks and in plain zstd data, a window larger than -m; a
 # decompression bomb stays inside -m.  --adapt round-trips too, moves its
-# level up when the output is slow, and stores random data.  Bad levels and
+# level up when the output is slow, and stores random data.  Closed standard
+# streams, the same file in and out, a full disk, SIGTERM halfway and an
+# empty input end with their message and status.  Bad levels and
 # ranges, and -z with --zstd, are usage errors (exit 2).
 . "$(dirname "$0")/lib.sh"
 command -v zstd >/dev/null || fail "zstd is not installed (scripts/deps.sh installs it)"
 command -v bsdtar >/dev/null || fail "bsdtar is not installed (scripts/deps.sh: libarchive-tools)"
-PY=
-for py in python3 /usr/bin/python3; do
-    "$py" -c 'import zstandard' 2>/dev/null && { PY=$py; break; }
-done
-[ -n "$PY" ] || fail "no python3 with zstandard (scripts/deps.sh installs python3-zstandard)"
+python_with zstandard python3-zstandard
 
 # readers FILE INPUT LABEL: zstd -d, python (a streaming reader across
 # frames) and weir -d each give INPUT's bytes back from FILE
@@ -242,4 +240,32 @@ done
 expect 2 "--adapt with --zstd=5" "$WEIR" --adapt --zstd=5 -i "$TMP/r3" -o /dev/null
 has_msg "$TMP/err" "--zstd=LEVEL and --adapt contradict" "--adapt with a fixed level is named"
 expect 0 "--adapt with --zstd (no level)" "$WEIR" -q --adapt --zstd -i "$TMP/r3" -o /dev/null
+
+# 9. a careless user: closed standard streams, the same file both ways, a
+# full disk, a signal halfway, an empty input to -d
+expect 4 "--zstd to a closed stdout" sh -c "'$WEIR' -q --zstd -i '$TMP/mixed' >&-"
+has_msg "$TMP/err" "standard output is closed" "a closed stdout is named"
+expect 3 "--adapt from a closed stdin" sh -c "'$WEIR' -q --adapt -o '$TMP/c.zst' -f <&-"
+has_msg "$TMP/err" "standard input is closed" "a closed stdin is named"
+expect 0 "--zstd with stderr closed" sh -c "'$WEIR' -q --zstd -i '$TMP/mixed' -o '$TMP/c.zst' -f 2>&-"
+zstd -q -d -c "$TMP/c.zst" >"$TMP/c.out" || fail "zstd -d refused the file written with stderr closed"
+same "$TMP/mixed" "$TMP/c.out" "with stderr closed the file is whole"
+cp "$TMP/mixed" "$TMP/m2"
+expect 2 "--zstd with the same file in and out" "$WEIR" -q --zstd -i "$TMP/m2" -o "$TMP/m2" -f
+has_msg "$TMP/err" "are the same file" "the same file is named"
+same "$TMP/mixed" "$TMP/m2" "the input was left alone"
+expect 4 "--adapt to a full disk" "$WEIR" -q --adapt -i "$TMP/mixed" -o /dev/full
+has_msg "$TMP/err" "output /dev/full: write: No space left on device" "the full disk is named"
+expect 4 "-d of a zstd file to a full disk" "$WEIR" -q -d -i "$TMP/c.zst" -o /dev/full
+has_msg "$TMP/err" "No space left on device" "the full disk is named (-d)"
+"$WEIR" -q --adapt -R 1M -i "$TMP/mixed" -o "$TMP/t.zst" -f 2>"$TMP/t.err" &
+tpid=$!
+wait_size "$TMP/t.zst" 1 30
+kill -TERM "$tpid"
+wait_bounded "$tpid" 30
+[ "$STATUS" -eq 143 ] || { cat "$TMP/t.err" >&2; fail "--adapt under SIGTERM: exit $STATUS, want 143"; }
+has_msg "$TMP/t.err" "interrupted by SIGTERM" "--adapt under SIGTERM exits 143 and says so"
+: >"$TMP/empty"
+expect 6 "-d of an empty input" "$WEIR" -q -d -i "$TMP/empty" -o /dev/null
+has_msg "$TMP/err" "empty input: no weir stream, LZ4 or zstd data" "an empty input is named"
 done_testing

@@ -64,6 +64,14 @@ int main(void)
     CHECK(e.status == WEIR_EXIT_USAGE, "usage status");
     CHECK(parse(&o, &e, "-z", "-I", "0", NULL) != 0, "-z -I is refused");
     CHECK(parse(&o, &e, "-z", "-I", "0", "--raw") == 0, "-z -I --raw parses");
+    CHECK(parse(&o, &e, "--zstd", NULL, NULL, NULL) == 0 && o.block == 4u << 20 &&
+          o.mem == 512u << 20, "--zstd: 4 MiB blocks (%llu)", (unsigned long long)o.block);
+    CHECK(parse(&o, &e, "--adapt", "-s", "1M", NULL) == 0 && o.block == 1u << 20,
+          "--adapt -s 1M keeps -s");
+    CHECK(parse(&o, &e, "--zstd", "-m", "32M", NULL) == 0 && o.block == 1u << 20,
+          "--zstd -m 32M: 1 MiB blocks, 16 of 4 MiB do not fit");
+    CHECK(parse(&o, &e, "--zstd", "-b", "10", NULL) == 0 && o.block == 1u << 20 &&
+          o.mem == 10u << 20, "--zstd -b 10 keeps the 1 MiB default");
     CHECK(parse(&o, &e, "-e", NULL, NULL, NULL) == 0 && o.stop_on_error, "-e");
     CHECK(parse(&o, &e, NULL, NULL, NULL, NULL) == 0 && !o.sparse, "no --sparse");
     {
