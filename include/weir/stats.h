@@ -70,6 +70,7 @@ struct stats_snapshot {
     bool decoding;         /* the transform decodes the input (else, if any, -z) */
     const char *codec;     /* with a transform: "lz4" or "zstd" */
     int level;             /* compressing: the level it uses; decoding: 0 */
+    bool storing;          /* --adapt: it stores blocks now (level 0) */
     bool adapt;            /* --adapt: the level moves; the blocks so far used */
     int level_min, level_max;   /* these levels (min > max: none yet) */
     bool stored;           /* and some were stored, not compressed */

@@ -74,6 +74,8 @@ static void codec_name(const struct stats_snapshot *s, bool range, char *buf, si
                  s->stored ? ", some stored" : "");
     else if (s->adapt && range)
         snprintf(buf, len, "%s adaptive%s", codec, s->stored ? ", stored" : "");
+    else if (s->storing)
+        snprintf(buf, len, "%s adaptive, storing", codec);
     else if (s->level)
         snprintf(buf, len, "%s %d%s", codec, s->level, s->adapt ? " adaptive" : "");
     else

@@ -9,6 +9,24 @@
 #define FULL_SHARE_UP 0.3       /* the reader waited for room this share of the time */
 #define WORKERS_SHARE_DOWN 0.05 /* the outputs waited on the workers this share */
 #define WORKERS_SHARE_HURRY 0.25 /* so long that a move down need not settle first */
+#define NEAR_BEST 0.97          /* a rung this close to the best counts as as good */
+#define ADAPT_FUTILE 1.02       /* a ratio this low: the data does not compress */
+
+/* Rung 0 stores; rung r > 0 is zstd level min + r - 1. */
+static int rung_of(const struct adapt *a, int level)
+{
+    return level == ADAPT_STORED ? 0 : level - a->min + 1;
+}
+
+static int level_of(const struct adapt *a, int rung)
+{
+    return rung == 0 ? ADAPT_STORED : a->min + rung - 1;
+}
+
+static int rungs(const struct adapt *a)
+{
+    return a->max - a->min + 2;
+}
 
 void adapt_init(struct adapt *a, bool on, int min, int max)
 {
@@ -19,14 +37,17 @@ void adapt_init(struct adapt *a, bool on, int min, int max)
     atomic_init(&a->used_min, max);
     atomic_init(&a->used_max, min);
     atomic_init(&a->stored, false);
-    for (int i = 0; i < ADAPT_LEVELS; i++) {
-        atomic_init(&a->bytes[i], 0);
+    for (int i = 0; i < ADAPT_RUNGS; i++) {
+        atomic_init(&a->raw[i], 0);
+        atomic_init(&a->wire[i], 0);
         atomic_init(&a->nanos[i], 0);
         a->speed[i] = 0;
+        a->ratio[i] = 1;
         a->measured[i] = 0;
     }
     a->moved_down = false;
     a->link = 0;
+    a->link_at = -ADAPT_STALE;
     for (int i = 0; i < 4; i++)
         a->c0[i] = 0;
     a->since = 0;
@@ -37,88 +58,107 @@ int adapt_level(struct adapt *a)
     return atomic_load(&a->level);
 }
 
-void adapt_used(struct adapt *a, int level, size_t wire, double secs)
+void adapt_used(struct adapt *a, int level, size_t raw, size_t wire, double secs)
 {
     if (level == ADAPT_STORED) {
         atomic_store(&a->stored, true);
-        return;
+    } else {
+        int lo = atomic_load(&a->used_min), hi = atomic_load(&a->used_max);
+        while (level < lo && !atomic_compare_exchange_weak(&a->used_min, &lo, level))
+            ;
+        while (level > hi && !atomic_compare_exchange_weak(&a->used_max, &hi, level))
+            ;
     }
-    int lo = atomic_load(&a->used_min), hi = atomic_load(&a->used_max);
-    while (level < lo && !atomic_compare_exchange_weak(&a->used_min, &lo, level))
-        ;
-    while (level > hi && !atomic_compare_exchange_weak(&a->used_max, &hi, level))
-        ;
-    int i = level - a->min;
-    if (i < 0 || i >= ADAPT_LEVELS || secs < 0)
+    int r = rung_of(a, level);
+    if (r < 0 || r >= rungs(a) || secs < 0)
         return;
-    atomic_fetch_add(&a->bytes[i], wire);
-    atomic_fetch_add(&a->nanos[i], (uint64_t)(secs * 1e9));
+    atomic_fetch_add(&a->raw[r], raw);
+    atomic_fetch_add(&a->wire[r], wire);
+    atomic_fetch_add(&a->nanos[r], (uint64_t)(secs * 1e9));
 }
 
-/* The workers' reports since the last tick into the speed of each level:
- * the average of the last measurement and this one, or this one alone
- * when the last is stale. */
+/* The workers' reports since the last tick into each rung's speed and
+ * ratio: the average of the last measurement and this one, or this one
+ * alone when the last is stale. */
 static void learn(struct adapt *a, double now)
 {
-    for (int i = 0; i <= a->max - a->min && i < ADAPT_LEVELS; i++) {
-        uint64_t b = atomic_exchange(&a->bytes[i], 0), ns = atomic_exchange(&a->nanos[i], 0);
-        if (b == 0 || ns < 1000000)   /* under a millisecond says little */
+    for (int r = 0; r < rungs(a); r++) {
+        uint64_t raw = atomic_exchange(&a->raw[r], 0), wire = atomic_exchange(&a->wire[r], 0);
+        uint64_t ns = atomic_exchange(&a->nanos[r], 0);
+        if (raw == 0 || wire == 0 || ns < 1000000)   /* under a millisecond says little */
             continue;
-        double sample = (double)b / ((double)ns / 1e9);
-        bool fresh = a->measured[i] > 0 && now - a->measured[i] < ADAPT_STALE;
-        a->speed[i] = fresh ? (a->speed[i] + sample) / 2 : sample;
-        a->measured[i] = now;
+        double speed = (double)raw / ((double)ns / 1e9), ratio = (double)raw / (double)wire;
+        bool fresh = a->measured[r] > 0 && now - a->measured[r] < ADAPT_STALE;
+        a->speed[r] = fresh ? (a->speed[r] + speed) / 2 : speed;
+        a->ratio[r] = fresh ? (a->ratio[r] + ratio) / 2 : ratio;
+        a->measured[r] = now;
     }
 }
 
-/* The speed of level (the bytes one worker makes in a second): measured, or guessed from the nearest level below
- * that was (ADAPT_LEVEL_COST slower per level), or the nearest above; 0
- * when none was. */
-static double speed_of(const struct adapt *a, int level, double now)
+/* The raw bytes a second rung r would deliver: what n workers compress
+ * (with the headroom) or what the link takes at its ratio, the smaller.
+ * Measured, or guessed from the nearest rung that was (ADAPT_LEVEL_COST
+ * slower per rung up, the same ratio; storing's is 1); 0 when none was. */
+static double delivers(const struct adapt *a, int r, int n, double now)
+{
+    int near = -1, dist = INT32_MAX;
+    for (int i = 0; i < rungs(a); i++) {
+        int d = r > i ? r - i : i - r;
+        if (a->measured[i] > 0 && now - a->measured[i] < ADAPT_STALE && d < dist)
+            near = i, dist = d;
+    }
+    if (near < 0)
+        return 0;
+    double speed = a->speed[near] / pow(ADAPT_LEVEL_COST, r - near);
+    double ratio = r == 0 ? 1 : a->ratio[near];
+    double cpu = speed * n / ADAPT_HEADROOM, link = a->link * ratio;
+    return cpu < link ? cpu : link;
+}
+
+/* The rung to be on: the highest that delivers nearly the most (zstd's
+ * level 0, its default 3, is never chosen); -1 when nothing is measured. */
+static int best_rung(const struct adapt *a, int n, double now)
 {
     double best = 0;
-    int dist = INT32_MAX;
-    for (int i = 0; i <= a->max - a->min && i < ADAPT_LEVELS; i++) {
-        if (a->measured[i] <= 0 || now - a->measured[i] >= ADAPT_STALE)
-            continue;
-        int d = level - (a->min + i);   /* > 0: a level below */
-        int far = d < 0 ? -d : d;
-        if (far < dist || (far == dist && d > 0)) {
-            dist = far;
-            best = a->speed[i] / pow(ADAPT_LEVEL_COST, d);
-        }
+    for (int r = 0; r < rungs(a); r++) {
+        double t = delivers(a, r, n, now);
+        best = t > best ? t : best;
     }
-    return best;
+    for (int r = rungs(a) - 1; best > 0 && r >= 0; r--)
+        if (level_of(a, r) != 0 && delivers(a, r, n, now) >= best * NEAR_BEST)
+            return r;
+    return -1;
 }
 
-/* The highest level whose speed, times n workers, covers the link's rate
- * with the headroom (zstd's level 0 is its default, 3: never chosen); min when
- * none does. */
-static int fastest_enough(const struct adapt *a, double rate, int n, double now)
-{
-    for (int level = a->max; level > a->min; level--)
-        if (level != 0 && speed_of(a, level, now) * n >= rate * ADAPT_HEADROOM)
-            return level;
-    return a->min;
-}
-
-/* The level for the next interval, from its shares of time and the link's
- * rate (see adapt.h). */
+/* The level for the next interval, from its shares of time (see adapt.h). */
 static int decide(struct adapt *a, int level, double full, double workers, int n, double now)
 {
+    int cur = rung_of(a, level), want = best_rung(a, n, now);
     if (workers > WORKERS_SHARE_DOWN) {
         if (a->moved_down && workers < WORKERS_SHARE_HURRY)
             return level;
-        int next = fastest_enough(a, a->link, n, now);
-        if (next >= level)
-            next = level - 1 == 0 ? -1 : level - 1;
-        return next < a->min ? a->min : next;
+        /* at min, with the link's rate only a floor: store for an
+         * interval, which shows what the link takes */
+        if (want >= cur && cur == 1 && workers > WORKERS_SHARE_HURRY &&
+            now - a->link_at >= ADAPT_STALE)
+            return ADAPT_STORED;
+        if (want >= cur)   /* measured to deliver the most: the waits are the price */
+            return level;
+        if (want < 0)
+            want = cur - 1;
+        if (want > 0 && level_of(a, want) == 0)
+            want--;
+        return want < 0 ? level : level_of(a, want);
     }
-    if (full > FULL_SHARE_UP) {
-        int next = fastest_enough(a, a->link, n, now);
-        if (next > level + ADAPT_STEP_MAX)
-            next = level + ADAPT_STEP_MAX == 0 ? 1 : level + ADAPT_STEP_MAX;
-        return next > level ? next : level;
+    /* a level that gains nothing on this data: higher ones would not
+     * either, and each block the workers try on them costs more */
+    bool futile = cur > 0 && a->measured[cur] > 0 && a->ratio[cur] < ADAPT_FUTILE;
+    if (full > FULL_SHARE_UP && want > cur && !futile) {
+        if (want > cur + ADAPT_STEP_MAX)
+            want = cur + ADAPT_STEP_MAX;
+        if (level_of(a, want) == 0)
+            want--;
+        return want > cur ? level_of(a, want) : level;
     }
     return level;
 }
@@ -143,16 +183,21 @@ static bool counters(struct pipeline *p, double now, double c[4], double *start)
     return started;
 }
 
-/* The link's rate: what the outputs took while they were not waiting, an
- * average over the intervals.  When they waited most of the time the
- * figure is rough, and when they hardly wrote it is only a floor. */
-static void measure_link(struct adapt *a, const double d[4])
+/* The link's rate: what the outputs took while they were writing, when
+ * they wrote at least half the interval.  When they waited more than that
+ * the socket took each burst faster than the link carries it, so what they
+ * took is only a floor. */
+static void measure_link(struct adapt *a, const double d[4], double now)
 {
     double writing = 1 - d[1] - d[2];
-    double rate = d[3] / (writing > 0.1 ? writing : 0.1);
-    if (writing < 0.1 && rate < a->link)
-        return;
-    a->link = a->link > 0 ? (a->link + rate) / 2 : rate;
+    if (writing >= 0.5) {
+        double rate = d[3] / writing;
+        bool fresh = now - a->link_at < ADAPT_STALE;
+        a->link = fresh ? (a->link + rate) / 2 : rate;
+        a->link_at = now;
+    } else if (d[3] > a->link) {
+        a->link = d[3];
+    }
 }
 
 void adapt_tick(struct adapt *a, struct pipeline *p, double now)
@@ -174,9 +219,9 @@ void adapt_tick(struct adapt *a, struct pipeline *p, double now)
         a->c0[i] = c[i];
     }
     a->since = now;
-    measure_link(a, d);
+    measure_link(a, d, now);
     int level = atomic_load(&a->level), n = p->nworkers > 0 ? p->nworkers : 1;
     int next = decide(a, level, d[0], d[1], n, now);
-    a->moved_down = next < level;
+    a->moved_down = rung_of(a, next) < rung_of(a, level);
     atomic_store(&a->level, next);
 }

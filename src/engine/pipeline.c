@@ -666,6 +666,9 @@ static void snapshot_codec_locked(const struct pipeline *p, struct stats_snapsho
     s->decoding = p->decoding;
     s->codec = p->zstd || p->decoding_zstd ? "zstd" : "lz4";
     s->level = !p->encode ? 0 : p->adapt.on ? atomic_load(&p->adapt.level) : p->cfg->level;
+    s->storing = s->level == ADAPT_STORED;
+    if (s->storing)
+        s->level = 0;
     s->adapt = p->adapt.on;
     s->level_min = atomic_load(&p->adapt.used_min);
     s->level_max = atomic_load(&p->adapt.used_max);

@@ -161,22 +161,25 @@ static void judge_ratio(struct worker *w, size_t raw, size_t wire)
     w->store_left = w->store_run;
 }
 
-/* --zstd: the block's pieces as zstd frames; 0 when zstd failed. */
+/* --zstd: the block's pieces as zstd frames (stored ones when --adapt says
+ * so, or the block's worker found the last ones incompressible); 0 when
+ * zstd failed. */
 static size_t encode_zstd(struct worker *w, const struct job *j, const unsigned char *src,
                           unsigned char *dst)
 {
     struct pipeline *p = w->p;
-    if (p->adapt.on && store_next(w)) {
-        adapt_used(&p->adapt, ADAPT_STORED, 0, 0);
-        return codec_store_zstd(src, j->len, dst, j->blk.seq, p->piece_max, p->sums);
-    }
     int level = p->adapt.on ? adapt_level(&p->adapt) : p->cfg->level;
     double t0 = clock_now();
+    if (p->adapt.on && (level == ADAPT_STORED || store_next(w))) {
+        size_t n = codec_store_zstd(src, j->len, dst, j->blk.seq, p->piece_max, p->sums);
+        adapt_used(&p->adapt, ADAPT_STORED, j->len, n, clock_now() - t0);
+        return n;
+    }
     void *cc = codec_zstd_cctx(&w->zc);
     size_t n = cc ? codec_encode_zstd(src, j->len, dst, cc, level, j->blk.seq, p->piece_max,
                                       p->sums) : 0;
     if (n && p->adapt.on) {
-        adapt_used(&p->adapt, level, n, clock_now() - t0);
+        adapt_used(&p->adapt, level, j->len, n, clock_now() - t0);
         judge_ratio(w, j->len, n);
     }
     return n;

@@ -10,7 +10,8 @@
 # every fault with exit 6: a cut inside a frame, a flipped byte in weir's
 # zstd blocks and in plain zstd data, a window larger than -m; a
 # decompression bomb stays inside -m.  --adapt round-trips too, moves its
-# level up when the output is slow, and stores random data.  Closed standard
+# level up when the output is slow, stores when the output is faster than
+# its lowest level, and stores random data.  Closed standard
 # streams, the same file in and out, a full disk, SIGTERM halfway and an
 # empty input end with their message and status.  Bad levels and
 # ranges, and -z with --zstd, are usage errors (exit 2).
@@ -192,8 +193,8 @@ ok "a decompression bomb decodes within -m ($(tail -n 1 "$TMP/rss") KiB resident
 expect 0 "the same with -m 64M" "$WEIR" -q -d -m 64M -i "$TMP/long.zst" -o "$TMP/long.out" -f
 same "$TMP/r3" "$TMP/long.out" "a long window within -m decodes"
 
-# 7. --adapt: round trips; a slow output moves the level up; random data is
-# stored, not compressed
+# 7. --adapt: round trips; a slow output moves the level up; a fast one
+# makes it store; random data is stored, not compressed
 for spec in "1:" "65537:-s 4k" "mixed:-T 1 -s 256k" "mixed:-s 3M"; do
     IFS=: read -r size opts <<<"$spec"
     if [ "$size" = mixed ]; then in=$TMP/mixed; else in=$TMP/in.$size; gen "$in" "$size"; fi
@@ -211,6 +212,16 @@ readers "$TMP/slow.zst" "$TMP/mixed3" "--adapt to a slow output"
 tail -n 1 "$TMP/slow.json" | grep -q '"levels_used":\[1,\([2-9]\|1[0-2]\)\]' ||
     { tail -n 1 "$TMP/slow.json" >&2; fail "--adapt did not move the level up for a slow output"; }
 ok "--adapt moved the level up for a slow output (the end line says which levels)"
+# an output faster than the slowest level compresses: storing delivers more
+seq 1 "$(sized 6000000 2000000)" >"$TMP/seq"
+expect 0 "--adapt=19:19 to a fast output" "$WEIR" -q --adapt=19:19 -i "$TMP/seq" \
+    -o "$TMP/seq.zst" -f --progress=json=3 3>"$TMP/seq.json"
+readers "$TMP/seq.zst" "$TMP/seq" "--adapt=19:19 to a fast output"
+tail -n 1 "$TMP/seq.json" | grep -q '"stored":true' ||
+    { tail -n 1 "$TMP/seq.json" >&2; fail "--adapt=19:19 waited on level 19 instead of storing"; }
+[ "$(stat -c %s "$TMP/seq.zst")" -gt $(($(stat -c %s "$TMP/seq") / 2)) ] ||
+    fail "--adapt=19:19 to a fast output stored too little (the output waited on level 19)"
+ok "--adapt stores rather than make a fast output wait on its slowest level"
 gen "$TMP/rand" "$(sized 30000000 8000000)"
 expect 0 "--adapt of random data" "$WEIR" -q --adapt -i "$TMP/rand" -o "$TMP/rand.zst" -f \
     --progress=json=3 3>"$TMP/rand.json"
@@ -258,9 +269,10 @@ expect 4 "--adapt to a full disk" "$WEIR" -q --adapt -i "$TMP/mixed" -o /dev/ful
 has_msg "$TMP/err" "output /dev/full: write: No space left on device" "the full disk is named"
 expect 4 "-d of a zstd file to a full disk" "$WEIR" -q -d -i "$TMP/c.zst" -o /dev/full
 has_msg "$TMP/err" "No space left on device" "the full disk is named (-d)"
-"$WEIR" -q --adapt -R 1M -i "$TMP/mixed" -o "$TMP/t.zst" -f 2>"$TMP/t.err" &
+rm -f "$TMP/term.zst"
+"$WEIR" -q --adapt -R 1M -i "$TMP/mixed" -o "$TMP/term.zst" -f 2>"$TMP/t.err" &
 tpid=$!
-wait_size "$TMP/t.zst" 1 30
+wait_size "$TMP/term.zst" 1 30
 kill -TERM "$tpid"
 wait_bounded "$tpid" 30
 [ "$STATUS" -eq 143 ] || { cat "$TMP/t.err" >&2; fail "--adapt under SIGTERM: exit $STATUS, want 143"; }
