@@ -708,6 +708,38 @@ static int compressed_block(struct reader *r, struct stream_decoder *d,
     return STEP_OK;
 }
 
+/* A plain zstd frame that declares its content: copied whole into a block
+ * for a worker, which decodes it in one call and checks its size (and
+ * libzstd its checksum, when it has one). */
+static int sink_zstd_frame(void *ctx, struct stream_decoder *d, uint64_t raw,
+                           struct weir_error *e)
+{
+    struct reader *r = ctx;
+    struct pipeline *p = r->p;
+    sync_lock(&p->lock);
+    ring_seal_locked(&p->ring);
+    sync_unlock(&p->lock);
+    uint32_t idx;
+    if (!ring_take_block(&p->ring, 1, &idx))
+        return STEP_STOP;
+    struct stream_block b = {.zstd = true, .plain = true, .unsummed = true,
+                             .raw_len = (uint32_t)raw,
+                             .seq = d->seq++, .wire_off = d->offset};
+    size_t len;
+    if (stream_zstd_frame(d, pool_data(&p->ring.pool, idx), p->ring.unit, &len, e)) {
+        sync_lock(&p->lock);
+        ring_return_block_locked(&p->ring, idx);
+        sync_unlock(&p->lock);
+        return decode_failed(r, e);
+    }
+    b.wire_len = (uint32_t)len;
+    sync_lock(&p->lock);
+    struct job j = {.src = idx, .len = len, .blk = b};
+    job_queue_locked(p, &j);
+    sync_unlock(&p->lock);
+    return STEP_OK;
+}
+
 /* A block that may be larger than the buffer's blocks, which were sized to
  * the first stream or frame of the input: a later one may declare larger
  * blocks.  It is decoded and verified here, then published in pieces. */
@@ -833,7 +865,7 @@ static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *e
             return decode_failed(r, e);
         if (n > 0)
             fill_publish(r->p, n);
-        if (zstd ? n == 0 : !d->lz4_linked)
+        if (zstd ? n == 0 || !d->zstd_in_frame : !d->lz4_linked)
             return STEP_OK;
     }
 }
@@ -882,6 +914,7 @@ static int read_input(struct reader *r, struct weir_error *e)
         struct decode_sink sink = {.ctx = r, .start = sink_start, .block = sink_block,
                                    .frame_start = sink_frame_start,
                                    .frame_end = sink_frame_end, .linked = sink_linked,
+                                   .zstd_frame = sink_zstd_frame,
                                    .legacy = sink_legacy, .hole = sink_hole};
         rc = decode_stream(&d, &sink, e);
         if (rc == STEP_FAIL)

@@ -65,15 +65,27 @@ static int decode_lz4(struct stream_decoder *d, const struct decode_sink *s,
     }
 }
 
-/* Plain zstd data: decoded in order, whole, by the sink (stream_zstd.c),
- * into blocks of the default size. */
-#define ZSTD_PLAIN_BLOCK (1u << 20)
-
+/* Plain zstd data, frame by frame: one that declares a content size of at
+ * most CODEC_BLOCK_MAX goes whole to the sink's zstd_frame (the engine's
+ * workers decode such frames in parallel, as pzstd and seekable files have
+ * them); any other (no size, larger, skippable) is decoded in order by
+ * the sink's linked, which returns at its end.  The blocks hold such a
+ * frame's content or the most it may take on the wire. */
 static int decode_zstd(struct stream_decoder *d, const struct decode_sink *s,
                        struct weir_error *err)
 {
-    int rc = s->start(s->ctx, ZSTD_PLAIN_BLOCK, err);
-    return rc == STEP_OK ? s->linked(s->ctx, d, err) : rc;
+    int rc = s->start(s->ctx, CODEC_ZSTD_BOUND(CODEC_BLOCK_MAX), err);
+    while (rc == STEP_OK) {
+        uint64_t raw;
+        int r = stream_zstd_whole(d, CODEC_BLOCK_MAX, &raw, err);
+        if (r < 0)
+            return STEP_FAIL;
+        if (r == STREAM_ZSTD_END)
+            return STEP_OK;
+        rc = r == STREAM_ZSTD_WHOLE ? s->zstd_frame(s->ctx, d, raw, err)
+                                    : s->linked(s->ctx, d, err);
+    }
+    return rc;
 }
 
 int decode_stream(struct stream_decoder *d, const struct decode_sink *s,

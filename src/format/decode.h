@@ -1,5 +1,5 @@
 /*
- * decode.h - the loops that turn a weir stream or LZ4 data into blocks: the
+ * decode.h - the loops that turn a weir stream, LZ4 or zstd data into blocks: the
  * one decoder that the engine's reader runs and that the fuzz target and
  * the unit tests drive.
  *
@@ -34,10 +34,17 @@ struct decode_sink {
     int (*frame_start)(void *ctx, struct stream_decoder *d, struct weir_error *err);
     int (*frame_end)(void *ctx, struct stream_decoder *d, struct weir_error *err);
     /* A plain LZ4 frame of linked blocks: decode it in order with
-     * stream_lz4_read() until d->lz4_linked is false.  Plain zstd data
-     * (d->kind STREAM_ZSTD) comes here too, all of it: stream_zstd_read()
-     * until it gives no more bytes. */
+     * stream_lz4_read() until d->lz4_linked is false.  A frame of plain
+     * zstd data (d->kind STREAM_ZSTD) that is not whole comes here too:
+     * stream_zstd_read() until it gives no more bytes or the frame ends
+     * (d->zstd_in_frame false). */
     int (*linked)(void *ctx, struct stream_decoder *d, struct weir_error *err);
+    /* A plain zstd frame that declares its content, raw bytes (at most
+     * CODEC_BLOCK_MAX): copy it with stream_zstd_frame(), decode it
+     * (stream_decode_block, a block with zstd and unsummed set, raw_len raw)
+     * and verify it (stream_verify_block). */
+    int (*zstd_frame)(void *ctx, struct stream_decoder *d, uint64_t raw,
+                      struct weir_error *err);
     /* A legacy LZ4 stream begins; its blocks follow as blocks (b->legacy).
      * It has no checksums: only what its blocks decode to is checked. */
     int (*legacy)(void *ctx, struct stream_decoder *d, struct weir_error *err);

@@ -204,6 +204,33 @@ static size_t sniff_need(const unsigned char *b, size_t have, bool allow_lz4)
     return allow_lz4 ? 4 : 0;
 }
 
+/* Skippable frames are LZ4's and zstd's alike (pzstd begins every frame
+ * with one): look past those that fit in the stage to the magic that says
+ * which.  *b and *have move to it; nothing is consumed. */
+static int past_skippable(struct stream_decoder *d, const unsigned char **b, size_t *have,
+                          struct weir_error *err)
+{
+    size_t at = 0;
+    for (;;) {
+        uint32_t magic = codec_get32(d->stage + d->pos + at);
+        if (magic < CODEC_SKIP_MAGIC_MIN || magic > CODEC_SKIP_MAGIC_MAX)
+            break;
+        if (need(d, at + 8, err) < 0)
+            return -1;
+        if (d->end - d->pos < at + 8)
+            break;
+        uint64_t next = at + 8 + (uint64_t)codec_get32(d->stage + d->pos + at + 4);
+        if (next + 4 > d->cap - d->pos || need(d, (size_t)next + 4, err) < 0)
+            return next + 4 > d->cap - d->pos ? 0 : -1;
+        if (d->end - d->pos < next + 4)
+            break;
+        at = (size_t)next;
+    }
+    *b = d->stage + d->pos + at;
+    *have = d->end - d->pos - at;
+    return 0;
+}
+
 int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
                  struct weir_error *err)
 {
@@ -227,6 +254,13 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
     if (have >= 13 && miss == 1 && memcmp(b + 8, "HWEIR", 5) == 0)
         return corrupt(d, err, d->offset, "malformed weir header (bad magic)");
     if (allow_lz4 && have >= 4) {
+        int r = past_skippable(d, &b, &have, err);
+        if (r < 0)
+            return -1;
+        if (codec_get32(b) == CODEC_ZSTD_MAGIC) {
+            d->kind = STREAM_ZSTD;
+            return 0;
+        }
         if (is_lz4_magic(codec_get32(b))) {
             d->kind = STREAM_LZ4;
             return 0;
@@ -670,6 +704,11 @@ int stream_verify_block(const struct stream_block *b, const void *payload, const
                          name, (unsigned long long)b->seq);
     if (b->lz4)
         return verify_lz4_block(b, payload, len, name, err);
+    if (b->plain && (len < 0 || (uint64_t)len != b->raw_len))
+        return error_set(err, WEIR_EXIT_INTEGRITY,
+                         "%s: corrupt zstd data: the frame at byte %llu does not decode to "
+                         "the %u bytes it declares", name, (unsigned long long)b->wire_off,
+                         b->raw_len);
     if (len < 0 || (uint64_t)len != b->raw_len)
         return error_set(err, WEIR_EXIT_INTEGRITY,
                          "%s: block %llu at byte %llu does not decode (corrupt data)", name,

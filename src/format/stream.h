@@ -71,6 +71,7 @@ struct stream_block {
     bool stored;          /* payload is the raw data */
     bool lz4;             /* a block of a plain LZ4 frame, not of a weir stream */
     bool zstd;            /* weir: the payload is one zstd frame (CODEC_HEADER_ZSTD) */
+    bool plain;           /* with zstd: a whole frame of plain zstd data (no record) */
     uint32_t wire_len;    /* payload bytes */
     uint64_t wire_off;    /* stream offset of the payload */
     uint32_t raw_max;     /* LZ4: the frame's block maximum */
@@ -194,12 +195,30 @@ enum {
 int stream_lz4_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err);
 /* Inside a STREAM_LZ4_LINKED frame: decode into dst; *n = 0 at its verified
  * end (liblz4 checks its checksums). */
-/* STREAM_ZSTD: decode the next bytes into dst (cap > 0).  *n = 0 at the end
- * of the input, which must fall between two frames; every frame's checksum,
+/* STREAM_ZSTD: decode the next bytes into dst (cap > 0); it returns at the
+ * end of each frame (d->zstd_in_frame false), with *n = 0 at the end of the
+ * input, which must fall between two frames; every frame's checksum,
  * when it has one, is checked.  A frame whose window exceeds the source's
  * window_max is refused (WEIR_EXIT_INTEGRITY), naming both. */
 int stream_zstd_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
                      struct weir_error *err);
+/* STREAM_ZSTD, between two frames: whether the next one can be decoded on
+ * its own into raw_max bytes, because its header declares its content size
+ * (1 to raw_max, in *raw): STREAM_ZSTD_WHOLE, then stream_zstd_frame()
+ * copies it whole.  STREAM_ZSTD_STREAMED: decode it in order with
+ * stream_zstd_read(), which returns at its end.  STREAM_ZSTD_END at the
+ * end of the input; -1 on a read error. */
+#define STREAM_ZSTD_END 0
+#define STREAM_ZSTD_WHOLE 1
+#define STREAM_ZSTD_STREAMED 2
+int stream_zstd_whole(struct stream_decoder *d, size_t raw_max, uint64_t *raw,
+                      struct weir_error *err);
+/* Copy that frame, block by block, into dst (cap bytes, for its content
+ * size at most ZSTD_compressBound of it); its length in *len.  A frame
+ * that is cut or larger than cap is an INTEGRITY error naming the byte;
+ * its content is judged when it is decoded (stream_decode_block). */
+int stream_zstd_frame(struct stream_decoder *d, void *dst, size_t cap, size_t *len,
+                      struct weir_error *err);
 /* For the readers of plain data (stream_zstd.c): read more into the stage
  * (1, or 0 at the end of the input, -1 on an error), and take n staged
  * bytes. */

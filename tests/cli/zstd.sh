@@ -146,7 +146,8 @@ expect 0 "--zstd --raw to socat" "$WEIR" -q --zstd --raw -O "127.0.0.1:$RPORT" -
 wait_bounded "$SPID" 10
 readers "$TMP/raw.zst" "$TMP/mixed" "--zstd --raw to socat"
 
-# 5. any zstd encoder's data: one frame, several, concatenated files
+# 5. any zstd encoder's data: one frame, several, concatenated files, frames
+# that declare their size (decoded in parallel), pzstd's
 zstd -q -f -3 "$TMP/mixed" -o "$TMP/plain.zst" || fail "zstd"
 expect 0 "weir -d of zstd's own file" "$WEIR" -q -d -i "$TMP/plain.zst" -o "$TMP/p.out" -f
 same "$TMP/mixed" "$TMP/p.out" "weir -d of zstd's own file gives the data"
@@ -157,6 +158,44 @@ zstd -q -d -c "$TMP/f.zst" >>"$TMP/cat.want" || fail "zstd -d"
 expect 0 "weir -d of concatenated zstd files" \
     sh -c "'$WEIR' -q -d <'$TMP/cat.zst' >'$TMP/cat.out'"
 same "$TMP/cat.want" "$TMP/cat.out" "concatenated zstd files come back whole"
+# frames that declare their size (python's one-shot compress, 1 MiB each)
+# go whole to the workers; pzstd puts a skippable frame before each of its
+# frames, which declare no size and are decoded in order
+"$PY" - "$TMP/mixed" "$TMP/py.zst" >"$TMP/py.frames" <<'EOF' || fail "python could not write frames"
+import sys, zstandard
+data = open(sys.argv[1], "rb").read()
+c = zstandard.ZstdCompressor(level=3, write_checksum=True)
+with open(sys.argv[2], "wb") as f:
+    for i in range(0, len(data), 1 << 20):
+        frame = c.compress(data[i:i + (1 << 20)])
+        print(f.tell(), len(frame))
+        f.write(frame)
+EOF
+for t in 1 2; do
+    expect 0 "weir -d -T $t of frames that declare their size" \
+        "$WEIR" -q -d -T "$t" -i "$TMP/py.zst" -o "$TMP/py.out" -f
+    same "$TMP/mixed" "$TMP/py.out" "weir -d -T $t of frames that declare their size: whole"
+done
+pzstd -q -p 2 -3 "$TMP/mixed" -o "$TMP/pz.zst" -f || fail "pzstd"
+expect 0 "weir -d of pzstd's file (a skippable frame first)" \
+    sh -c "'$WEIR' -q -d <'$TMP/pz.zst' >'$TMP/pz.out'"
+same "$TMP/mixed" "$TMP/pz.out" "weir -d of pzstd's file gives the data"
+cat "$TMP/pz.zst" "$TMP/py.zst" "$TMP/plain.zst" "$TMP/py.zst" >"$TMP/all.zst"
+cat "$TMP/mixed" "$TMP/mixed" "$TMP/mixed" "$TMP/mixed" >"$TMP/all.want"
+expect 0 "weir -d of frames of every kind, concatenated" \
+    "$WEIR" -q -d -i "$TMP/all.zst" -o "$TMP/all.out" -f
+same "$TMP/all.want" "$TMP/all.out" "frames of every kind come back whole, in order"
+read -r off len < <(sed -n 2p "$TMP/py.frames")
+cp "$TMP/py.zst" "$TMP/pyflip.zst"
+printf '\x55' | dd of="$TMP/pyflip.zst" bs=1 seek=$((off + len / 2)) conv=notrunc status=none
+expect 6 "a flipped byte in a frame that declares its size" \
+    "$WEIR" -q -d -i "$TMP/pyflip.zst" -o /dev/null
+has_msg "$TMP/err" "corrupt zstd data: the frame at byte $off does not decode" \
+    "the frame is named by its byte"
+head -c $((off + len / 2)) "$TMP/py.zst" >"$TMP/pycut.zst"
+expect 6 "a cut inside a frame that declares its size" \
+    "$WEIR" -q -d -i "$TMP/pycut.zst" -o /dev/null
+has_msg "$TMP/err" "truncated zstd data at byte $((off + len / 2))" "the cut is named by its byte"
 
 # 6. faults, each exit 6 with the cause named
 head -c $(($(stat -c %s "$TMP/plain.zst") / 2)) "$TMP/plain.zst" >"$TMP/cut.zst"

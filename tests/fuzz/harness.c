@@ -117,8 +117,29 @@ static int sink_linked(void *ctx, struct stream_decoder *d, struct weir_error *e
                  : stream_lz4_read(d, dst, 65536, &n, err))
             return STEP_FAIL;
         m->out.len += n;
-        more = zstd ? n > 0 : d->lz4_linked;
+        more = zstd ? n > 0 && d->zstd_in_frame : d->lz4_linked;
     }
+    return STEP_OK;
+}
+
+static int sink_zstd_frame(void *ctx, struct stream_decoder *d, uint64_t raw,
+                           struct weir_error *err)
+{
+    struct memsink *m = ctx;
+    size_t cap = CODEC_ZSTD_BOUND(CODEC_BLOCK_MAX), len;
+    m->payload.len = 0;
+    if (out_reserve(&m->payload, cap) || out_reserve(&m->out, (size_t)raw))
+        return error_set(err, WEIR_EXIT_INTERNAL, "harness: out of memory"), STEP_FAIL;
+    if (stream_zstd_frame(d, m->payload.p, cap, &len, err))
+        return STEP_FAIL;
+    struct stream_block b = {.zstd = true, .plain = true, .unsummed = true,
+                             .raw_len = (uint32_t)raw,
+                             .seq = d->seq++, .wire_len = (uint32_t)len};
+    unsigned char *dst = m->out.p + m->out.len;
+    long n = stream_decode_block(&b, &m->zstd, m->payload.p, dst, (size_t)raw);
+    if (stream_verify_block(&b, m->payload.p, dst, n, "harness", err))
+        return STEP_FAIL;
+    m->out.len += (size_t)n;
     return STEP_OK;
 }
 
@@ -156,7 +177,8 @@ int harness_decode_from(const uint8_t *data, size_t size, size_t chunk, bool sea
     struct memsink m = {0};
     struct decode_sink sink = {.ctx = &m, .start = sink_start, .block = sink_block,
                                .frame_start = sink_frame_start, .frame_end = sink_frame_end,
-                               .linked = sink_linked, .legacy = sink_legacy, .hole = sink_hole};
+                               .linked = sink_linked, .zstd_frame = sink_zstd_frame,
+                               .legacy = sink_legacy, .hole = sink_hole};
     int rc = stream_init(&d, &src, err) ? STEP_FAIL : STEP_OK;
     if (rc == STEP_OK && stream_sniff(&d, true, false, err))
         rc = STEP_FAIL;
