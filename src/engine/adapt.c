@@ -137,14 +137,12 @@ static int decide(struct adapt *a, int level, double full, double workers, int n
     if (workers > WORKERS_SHARE_DOWN) {
         if (a->moved_down && workers < WORKERS_SHARE_HURRY)
             return level;
-        /* at min, with the link's rate only a floor: store for an
-         * interval, which shows what the link takes */
-        if (want >= cur && cur == 1 && workers > WORKERS_SHARE_HURRY &&
-            now - a->link_at >= ADAPT_STALE)
-            return ADAPT_STORED;
-        if (want >= cur)   /* measured to deliver the most: the waits are the price */
+        /* long waits with the link's rate only a floor (the link may have
+         * become faster): one rung down shows whether it takes more */
+        bool explore = workers > WORKERS_SHARE_HURRY && now - a->link_at >= ADAPT_STALE;
+        if (want >= cur && !explore)   /* measured to deliver the most: the waits are the price */
             return level;
-        if (want < 0)
+        if (want < 0 || want >= cur)
             want = cur - 1;
         if (want > 0 && level_of(a, want) == 0)
             want--;

@@ -30,6 +30,9 @@
  * and climbs only on measured or conservatively guessed speeds; a level
  * that proved too slow is tried again once its measurement is stale.  On
  * a link faster than even min compresses it stores, which delivers more.
+ * When the outputs keep waiting and the link's rate is stale (the link may
+ * have become faster), it steps one rung down to see whether the link
+ * takes more.
  * It begins at min, the fast end.  The levels the blocks used are kept
  * for the summary.
  */
