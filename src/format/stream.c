@@ -215,17 +215,24 @@ static int past_skippable(struct stream_decoder *d, const unsigned char **b, siz
         uint32_t magic = codec_get32(d->stage + d->pos + at);
         if (magic < CODEC_SKIP_MAGIC_MIN || magic > CODEC_SKIP_MAGIC_MAX)
             break;
-        if (need(d, at + 8, err) < 0)
-            return -1;
-        if (d->end - d->pos < at + 8)
+        int r = need(d, at + 8, err);
+        if (r <= 0) {
+            if (r < 0)
+                return -1;
             break;
+        }
         uint64_t next = at + 8 + (uint64_t)codec_get32(d->stage + d->pos + at + 4);
-        if (next + 4 > d->cap - d->pos || need(d, (size_t)next + 4, err) < 0)
-            return next + 4 > d->cap - d->pos ? 0 : -1;
-        if (d->end - d->pos < next + 4)
+        if (next + 4 > d->cap)   /* the stage cannot hold it: LZ4's parser skips it */
             break;
+        r = need(d, (size_t)next + 4, err);
+        if (r <= 0) {
+            if (r < 0)
+                return -1;
+            break;
+        }
         at = (size_t)next;
     }
+    /* need() may have moved the stage's bytes */
     *b = d->stage + d->pos + at;
     *have = d->end - d->pos - at;
     return 0;
@@ -254,19 +261,15 @@ int stream_sniff(struct stream_decoder *d, bool allow_lz4, bool allow_raw,
     if (have >= 13 && miss == 1 && memcmp(b + 8, "HWEIR", 5) == 0)
         return corrupt(d, err, d->offset, "malformed weir header (bad magic)");
     if (allow_lz4 && have >= 4) {
-        int r = past_skippable(d, &b, &have, err);
-        if (r < 0)
+        uint32_t first = codec_get32(b);
+        if (past_skippable(d, &b, &have, err))
             return -1;
-        if (codec_get32(b) == CODEC_ZSTD_MAGIC) {
+        if (have >= 4 && codec_get32(b) == CODEC_ZSTD_MAGIC) {
             d->kind = STREAM_ZSTD;
             return 0;
         }
-        if (is_lz4_magic(codec_get32(b))) {
+        if (is_lz4_magic(first)) {
             d->kind = STREAM_LZ4;
-            return 0;
-        }
-        if (codec_get32(b) == CODEC_ZSTD_MAGIC) {
-            d->kind = STREAM_ZSTD;
             return 0;
         }
     }
