@@ -684,28 +684,42 @@ static int stored_block(struct reader *r, struct stream_decoder *d, struct strea
     return STEP_OK;
 }
 
+/* A block for a worker's input, after the blocks read so far are sealed;
+ * false when the pipeline stops. */
+static bool take_input_block(struct pipeline *p, uint32_t *idx)
+{
+    sync_lock(&p->lock);
+    ring_seal_locked(&p->ring);
+    sync_unlock(&p->lock);
+    return ring_take_block(&p->ring, 1, idx);
+}
+
+/* The block filled with len bytes of b's payload goes to the workers, or,
+ * when filling it failed (ok false), back to the ring. */
+static void queue_or_return(struct pipeline *p, uint32_t idx, bool ok, size_t len,
+                            const struct stream_block *b)
+{
+    sync_lock(&p->lock);
+    if (ok) {
+        struct job j = {.src = idx, .len = len, .blk = *b};
+        job_queue_locked(p, &j);
+    } else {
+        ring_return_block_locked(&p->ring, idx);
+    }
+    sync_unlock(&p->lock);
+}
+
 static int compressed_block(struct reader *r, struct stream_decoder *d,
                             struct stream_block *b, struct weir_error *e)
 {
     struct pipeline *p = r->p;
-    sync_lock(&p->lock);
-    ring_seal_locked(&p->ring);
-    sync_unlock(&p->lock);
     uint32_t idx;
-    if (!ring_take_block(&p->ring, 1, &idx))
+    if (!take_input_block(p, &idx))
         return STEP_STOP;
-    if (stream_payload(d, pool_data(&p->ring.pool, idx), b->wire_len, e) ||
-        stream_block_end(d, b, e)) {
-        sync_lock(&p->lock);
-        ring_return_block_locked(&p->ring, idx);
-        sync_unlock(&p->lock);
-        return decode_failed(r, e);
-    }
-    sync_lock(&p->lock);
-    struct job j = {.src = idx, .len = b->wire_len, .blk = *b};
-    job_queue_locked(p, &j);
-    sync_unlock(&p->lock);
-    return STEP_OK;
+    bool ok = !stream_payload(d, pool_data(&p->ring.pool, idx), b->wire_len, e) &&
+              !stream_block_end(d, b, e);
+    queue_or_return(p, idx, ok, b->wire_len, b);
+    return ok ? STEP_OK : decode_failed(r, e);
 }
 
 /* A plain zstd frame that declares its content: copied whole into a block
@@ -716,28 +730,17 @@ static int sink_zstd_frame(void *ctx, struct stream_decoder *d, uint64_t raw,
 {
     struct reader *r = ctx;
     struct pipeline *p = r->p;
-    sync_lock(&p->lock);
-    ring_seal_locked(&p->ring);
-    sync_unlock(&p->lock);
     uint32_t idx;
-    if (!ring_take_block(&p->ring, 1, &idx))
+    if (!take_input_block(p, &idx))
         return STEP_STOP;
     struct stream_block b = {.zstd = true, .plain = true, .unsummed = true,
                              .raw_len = (uint32_t)raw,
                              .seq = d->seq++, .wire_off = d->offset};
-    size_t len;
-    if (stream_zstd_frame(d, pool_data(&p->ring.pool, idx), p->ring.unit, &len, e)) {
-        sync_lock(&p->lock);
-        ring_return_block_locked(&p->ring, idx);
-        sync_unlock(&p->lock);
-        return decode_failed(r, e);
-    }
+    size_t len = 0;
+    bool ok = !stream_zstd_frame(d, pool_data(&p->ring.pool, idx), p->ring.unit, &len, e);
     b.wire_len = (uint32_t)len;
-    sync_lock(&p->lock);
-    struct job j = {.src = idx, .len = len, .blk = b};
-    job_queue_locked(p, &j);
-    sync_unlock(&p->lock);
-    return STEP_OK;
+    queue_or_return(p, idx, ok, len, &b);
+    return ok ? STEP_OK : decode_failed(r, e);
 }
 
 /* A block that may be larger than the buffer's blocks, which were sized to

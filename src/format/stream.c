@@ -66,8 +66,7 @@ int stream_fill(struct stream_decoder *d, struct weir_error *err)
     return 1;
 }
 
-/* Make n bytes available at stage[pos]; 1 ok, 0 fewer remain, -1 error. */
-static int need(struct stream_decoder *d, size_t n, struct weir_error *err)
+int stream_need(struct stream_decoder *d, size_t n, struct weir_error *err)
 {
     while (d->end - d->pos < n) {
         int r = stream_fill(d, err);
@@ -136,7 +135,7 @@ static int truncated(struct stream_decoder *d, struct weir_error *err, const cha
 static int require(struct stream_decoder *d, size_t n, const char *where,
                    struct weir_error *err)
 {
-    int r = need(d, n, err);
+    int r = stream_need(d, n, err);
     return r < 0 ? -1 : r == 0 ? truncated(d, err, where) : 0;
 }
 
@@ -215,7 +214,7 @@ static int past_skippable(struct stream_decoder *d, const unsigned char **b, siz
         uint32_t magic = codec_get32(d->stage + d->pos + at);
         if (magic < CODEC_SKIP_MAGIC_MIN || magic > CODEC_SKIP_MAGIC_MAX)
             break;
-        int r = need(d, at + 8, err);
+        int r = stream_need(d, at + 8, err);
         if (r <= 0) {
             if (r < 0)
                 return -1;
@@ -224,7 +223,7 @@ static int past_skippable(struct stream_decoder *d, const unsigned char **b, siz
         uint64_t next = at + 8 + (uint64_t)codec_get32(d->stage + d->pos + at + 4);
         if (next + 4 > d->cap)   /* the stage cannot hold it: LZ4's parser skips it */
             break;
-        r = need(d, (size_t)next + 4, err);
+        r = stream_need(d, (size_t)next + 4, err);
         if (r <= 0) {
             if (r < 0)
                 return -1;
@@ -232,7 +231,7 @@ static int past_skippable(struct stream_decoder *d, const unsigned char **b, siz
         }
         at = (size_t)next;
     }
-    /* need() may have moved the stage's bytes */
+    /* stream_need() may have moved the stage's bytes */
     *b = d->stage + d->pos + at;
     *have = d->end - d->pos - at;
     return 0;
@@ -521,12 +520,12 @@ static int after_trailer(struct stream_decoder *d, struct weir_error *err)
 {
     if (d->src.one_stream)
         return 0;
-    int r = need(d, 1, err);
+    int r = stream_need(d, 1, err);
     if (r < 0)
         return -1;
     if (r == 0)
         return 0;
-    r = need(d, 4, err);
+    r = stream_need(d, 4, err);
     if (r < 0)
         return -1;
     if (r == 0 || !is_weir_record(d->stage + d->pos))
@@ -547,7 +546,7 @@ int stream_next(struct stream_decoder *d, struct stream_block *b, struct weir_er
                 return -1;
             continue;
         }
-        int r = need(d, 4, err);
+        int r = stream_need(d, 4, err);
         if (r < 0)
             return -1;
         if (r == 0) {
@@ -603,7 +602,7 @@ int stream_block_end(struct stream_decoder *d, struct stream_block *b, struct we
     if (b->legacy) {
         /* only what follows tells whether this block may be short: the end
          * of the input (or a cut, reported next) or another magic number */
-        int r = need(d, 4, err);
+        int r = stream_need(d, 4, err);
         if (r < 0)
             return -1;
         b->last = r == 0 || is_lz4_magic(codec_get32(d->stage + d->pos));
@@ -774,7 +773,7 @@ static int lz4_frame_header(struct stream_decoder *d, struct weir_error *err)
 static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
 {
     for (;;) {
-        int r = need(d, 1, err);
+        int r = stream_need(d, 1, err);
         if (r <= 0)
             return r;
         if (require(d, 4, "LZ4 data", err))
@@ -818,7 +817,7 @@ static int lz4_between_frames(struct stream_decoder *d, struct weir_error *err)
  * another magic number, which is read next). */
 static int legacy_next(struct stream_decoder *d, struct stream_block *b, struct weir_error *err)
 {
-    int r = need(d, 1, err);
+    int r = stream_need(d, 1, err);
     if (r < 0)
         return -1;
     if (r == 0) {

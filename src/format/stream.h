@@ -224,6 +224,9 @@ int stream_zstd_frame(struct stream_decoder *d, void *dst, size_t cap, size_t *l
  * bytes. */
 int stream_fill(struct stream_decoder *d, struct weir_error *err);
 void stream_consume(struct stream_decoder *d, size_t n);
+/* Make n bytes available at stage[pos]: 1, 0 when fewer remain, -1 on an
+ * error. */
+int stream_need(struct stream_decoder *d, size_t n, struct weir_error *err);
 
 int stream_lz4_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
                     struct weir_error *err);

@@ -89,17 +89,6 @@ int stream_zstd_read(struct stream_decoder *d, void *dst, size_t cap, size_t *n,
     }
 }
 
-/* n bytes at stage[pos]: 1, or 0 when the input ends first, -1 on error. */
-static int staged(struct stream_decoder *d, size_t n, struct weir_error *err)
-{
-    while (d->end - d->pos < n) {
-        int r = stream_fill(d, err);
-        if (r <= 0)
-            return r;
-    }
-    return 1;
-}
-
 /* A zstd frame's header at p (n bytes staged, at least the most a header
  * takes, or the input's end): its length and whether a checksum ends the
  * frame (RFC 8878, 3.1.1.1); 0 when it is not a zstd frame's, or cut. */
@@ -119,10 +108,10 @@ static size_t frame_header(const unsigned char *p, size_t n, bool *checksum)
 int stream_zstd_whole(struct stream_decoder *d, size_t raw_max, uint64_t *raw,
                       struct weir_error *err)
 {
-    int r = staged(d, 1, err);
+    int r = stream_need(d, 1, err);
     if (r <= 0)
         return r < 0 ? -1 : STREAM_ZSTD_END;
-    if (staged(d, FRAME_HEADER_MAX, err) < 0)
+    if (stream_need(d, FRAME_HEADER_MAX, err) < 0)
         return -1;
     const unsigned char *p = d->stage + d->pos;
     size_t n = d->end - d->pos;
@@ -160,7 +149,7 @@ int stream_zstd_frame(struct stream_decoder *d, void *dst, size_t cap, size_t *l
     if (head_len == 0 || copy_part(d, dst, cap, len, head_len, err))
         return head_len == 0 ? refused(d, (size_t)-ZSTD_error_prefix_unknown, err) : -1;
     for (bool last = false; !last;) {
-        int r = staged(d, 3, err);
+        int r = stream_need(d, 3, err);
         if (r <= 0)
             return r < 0 ? -1 : error_set(err, WEIR_EXIT_INTEGRITY, "%s: truncated zstd data "
                                           "at byte %llu (inside a frame)", d->src.name,
