@@ -62,6 +62,16 @@ gen() {
 
 sum() { sha256sum <"$1" | cut -d' ' -f1; }
 
+# flip_byte FILE OFFSET: flip the low bit of the byte at OFFSET, so that the
+# byte always changes (writing a fixed value leaves it as it was one time in 256)
+flip_byte() {
+    local b
+    b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+    [ -n "$b" ] || fail "flip: $1 has no byte at $2"
+    printf "\\$(printf %03o $((b ^ 1)))" |
+        dd of="$1" bs=1 seek="$2" conv=notrunc status=none || fail "flip: cannot write $1"
+}
+
 # python_with MODULE PACKAGE: the python3 that imports MODULE into $PY
 # (the first python3 on PATH may be one without Debian's modules), or fail
 # naming the Debian package that scripts/deps.sh installs

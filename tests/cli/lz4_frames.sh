@@ -121,10 +121,7 @@ decode_fails() {   # decode_fails FILE LABEL TEXT: exit 6, the input and TEXT na
 }
 flip() {   # flip OFFSET -> $TMP/f
     cp "$TMP/z" "$TMP/f"
-    local byte
-    byte=$(od -An -tu1 -j "$1" -N 1 "$TMP/z")
-    printf "$(printf '\\%03o' $(( (byte ^ 1) & 255 )))" \
-        | dd of="$TMP/f" bs=1 seek="$1" conv=notrunc status=none
+    flip_byte "$TMP/f" "$1"
 }
 flip $((19 + first / 2)); decode_fails "$TMP/f" "a flipped byte in a block" \
     "LZ4 block 0 at byte 19: checksum mismatch"

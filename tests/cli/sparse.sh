@@ -191,10 +191,7 @@ for cut in $((z + 4)) $((z + 20)) $((z + 39)) $((z + 40)) $((len - 1)); do
 done
 flip() {   # flip OFFSET -> $TMP/f
     cp "$TMP/ws" "$TMP/f"
-    local byte
-    byte=$(od -An -tu1 -j "$1" -N 1 "$TMP/ws")
-    printf "$(printf '\\%03o' $(( (byte ^ 1) & 255 )))" \
-        | dd of="$TMP/f" bs=1 seek="$1" conv=notrunc status=none
+    flip_byte "$TMP/f" "$1"
 }
 flip $((z + 17)); decode_fails "$TMP/f" "a flipped hole length" "checksum mismatch"
 flip $((z + 24)); decode_fails "$TMP/f" "a flipped hole number" "checksum mismatch"

@@ -187,7 +187,7 @@ expect 0 "weir -d of frames of every kind, concatenated" \
 same "$TMP/all.want" "$TMP/all.out" "frames of every kind come back whole, in order"
 read -r off len < <(sed -n 2p "$TMP/py.frames")
 cp "$TMP/py.zst" "$TMP/pyflip.zst"
-printf '\x55' | dd of="$TMP/pyflip.zst" bs=1 seek=$((off + len / 2)) conv=notrunc status=none
+flip_byte "$TMP/pyflip.zst" $((off + len / 2))
 expect 6 "a flipped byte in a frame that declares its size" \
     "$WEIR" -q -d -i "$TMP/pyflip.zst" -o /dev/null
 has_msg "$TMP/err" "corrupt zstd data: the frame at byte $off does not decode" \
@@ -202,14 +202,12 @@ head -c $(($(stat -c %s "$TMP/plain.zst") / 2)) "$TMP/plain.zst" >"$TMP/cut.zst"
 expect 6 "a zstd file cut inside a frame" "$WEIR" -q -d -i "$TMP/cut.zst" -o /dev/null
 has_msg "$TMP/err" "truncated zstd data" "the cut is named"
 cp "$TMP/plain.zst" "$TMP/flip.zst"
-printf '\x55' | dd of="$TMP/flip.zst" bs=1 seek=$(($(stat -c %s "$TMP/flip.zst") / 2)) \
-    conv=notrunc status=none
+flip_byte "$TMP/flip.zst" $(($(stat -c %s "$TMP/flip.zst") / 2))
 expect 6 "a flipped byte in zstd's data" "$WEIR" -q -d -i "$TMP/flip.zst" -o /dev/null
 has_msg "$TMP/err" "zstd data" "the corrupt zstd data is named"
 "$WEIR" -q --zstd -i "$TMP/mixed" -o "$TMP/w.zst" -f || fail "--zstd"
 cp "$TMP/w.zst" "$TMP/wflip.zst"
-printf '\x55' | dd of="$TMP/wflip.zst" bs=1 seek=$(($(stat -c %s "$TMP/w.zst") / 3)) \
-    conv=notrunc status=none
+flip_byte "$TMP/wflip.zst" $(($(stat -c %s "$TMP/w.zst") / 3))
 expect 6 "a flipped byte in weir's zstd block" "$WEIR" -q -d -i "$TMP/wflip.zst" -o /dev/null
 grep -qE "checksum mismatch|does not decode|malformed|corrupt" "$TMP/err" ||
     { cat "$TMP/err" >&2; fail "the flipped block is not named"; }
