@@ -78,6 +78,8 @@ struct tcp_settings {
     char allow_host[256];       /* the only peer allowed, or "" */
 };
 
+struct listener_admitted;   /* link/listener.h: a connection admitted already */
+
 struct weir_config {
     enum weir_input_kind input;
     const char *input_path;      /* WEIR_IN_FILE */
@@ -164,6 +166,13 @@ struct weir_config {
                         struct weir_error *err);
     void *input_redial_ctx;
     const char *channel_name;    /* what messages call it */
+    /* WEIR_IN_LISTEN with tcp.listen_port empty: a sender admitted already
+     * (weir --serve, link/listener.h), which the engine takes as its input,
+     * with nothing listening beside it.  NULL: none. */
+    struct listener_admitted *admitted;
+    /* -O with a key: the target to ask a service (weir --serve) for; NULL:
+     * the first of this key's own */
+    const char *target;
 
     /* keys: connections are authenticated and encrypted (tls.h, seal.h) */
     const char *key_file;

@@ -24,6 +24,7 @@
 #include "options/options.h"
 #include "os/os.h"
 #include "remote/remote.h"
+#include "serve/serve.h"
 #include "weir/error.h"
 #include "weir/log.h"
 #include "weir/weir.h"
@@ -325,6 +326,8 @@ static int dispatch(struct weir_options *o, struct weir_log *log, struct progres
 {
     if (o->link_test)
         return link_test(o, log, pr);
+    if (o->serve)
+        return serve_main(o->serve, log);
     if (o->ssh_server)
         return serve_ssh(log, pr);
     if (!o->ssh_host)

@@ -78,9 +78,17 @@ int admit_sender(struct pipeline *p, struct weir_error *e)
     struct transport t;
     struct listener_peer peer;
     p->channel_fd = -1;   /* the admission's now: it closes it, or it becomes the input */
-    if (listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead, &peer,
-                       e))
+    struct listener_admitted *given = p->cfg->admitted;
+    if (given) {   /* a service admitted it (serve.h): it is ours from here on */
+        t = given->t;
+        peer = given->peer;
+        memcpy(p->ahead, given->ahead, given->nahead);
+        p->nahead = given->nahead;
+        transport_none(&given->t);
+    } else if (listener_admit(&p->listener, &cfg, &p->stop, p->log, &t, p->ahead, &p->nahead,
+                              &peer, e)) {
         return errno == ECANCELED && atomic_load(&p->stop) ? STEP_STOP : STEP_FAIL;
+    }
     p->in_plain = peer.plain;
     /* only a session that may resume can give an answer lost on the way
      * again, so only there does the sender's word count (writer.c, says_read) */

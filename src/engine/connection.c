@@ -336,6 +336,10 @@ static int check_keys(struct output *o, struct weir_error *e)
     if (o->p->zstd && !(o->session.peer_features & CODEC_FEATURE_ZSTD))
         return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver (an older weir) reads no "
                          "zstd streams: upgrade it, or send with -z", o->t.name), STEP_FAIL;
+    if (o->p->cfg->target && !(o->session.peer_features & CODEC_FEATURE_SERVE))
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: --target %s: the receiver is not a "
+                         "service (weir --serve), so it has no targets", o->t.name,
+                         o->p->cfg->target), STEP_FAIL;
     return STEP_OK;
 }
 
@@ -549,6 +553,7 @@ int writer_open(struct output *o, bool once, struct weir_error *e)
     session_out_init(&o->session, &o->t, greet, greet && !p->encode,
                      p->encode && o->form == CODEC_FORM_WEIR, block_max);
     o->session.zstd = p->zstd;
+    o->session.target = c->target;
     plan_resuming(o, greet, once);
     double limit = LISTENER_HANDSHAKE_SECS;
     if (c->tcp.io_timeout > 0 && c->tcp.io_timeout < limit)

@@ -169,6 +169,22 @@ size_t codec_done(unsigned char *dst, uint64_t bytes, uint64_t chain)
     return record_seal(dst, CODEC_SESSION_SIZE);
 }
 
+bool codec_target_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    return n <= CODEC_TARGET_MAX && strspn(name, "abcdefghijklmnopqrstuvwxyz"
+                                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+size_t codec_place(unsigned char *dst, const char *target)
+{
+    size_t n = strlen(target);
+    record_start(dst, CODEC_PLACE_SIZE - 8, 'P');
+    dst[9] = (unsigned char)n;
+    memcpy(dst + 16, target, n);
+    return record_seal(dst, CODEC_PLACE_SIZE);
+}
+
 size_t codec_link(unsigned char *dst, const struct codec_link *l)
 {
     record_start(dst, CODEC_LINK_SIZE - 8, 'L');
@@ -293,6 +309,22 @@ static int parse_greeting_record(const unsigned char *p, size_t len, struct code
     return 0;
 }
 
+/* 'P': a name of the allowed characters, its length in byte 9 and zeros
+ * after it, so that one name has one encoding. */
+static int parse_place_record(const unsigned char *p, size_t len, struct codec_record *r,
+                              char *why, size_t whylen)
+{
+    size_t n = len == CODEC_PLACE_SIZE ? p[9] : 0;
+    if (len != CODEC_PLACE_SIZE || n > CODEC_TARGET_MAX || !zeros(p + 10, 6) ||
+        !zeros(p + 16 + n, 64 - n))
+        return bad_record(why, whylen, "malformed weir target record");
+    memcpy(r->target, p + 16, n);
+    r->target[n] = 0;
+    if (strlen(r->target) != n || !codec_target_name_ok(r->target))
+        return bad_record(why, whylen, "malformed weir target record");
+    return 0;
+}
+
 int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *r, char *why,
                        size_t whylen)
 {
@@ -300,7 +332,7 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
     if (len < 24 || codec_record_length(p) != len)
         return bad_record(why, whylen, "malformed weir record (bad length)");
     r->type = p[8];
-    if (strchr("GKSAZLNCR", r->type) && r->type &&
+    if (strchr("GKSAZLNCRP", r->type) && r->type &&
         codec_get64(p + len - CODEC_SUM_SIZE) != XXH3_64bits(p, len - CODEC_SUM_SIZE))
         return bad_record(why, whylen, "corrupt weir record (checksum mismatch)");
     switch (r->type) {
@@ -338,6 +370,8 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
         else
             memcpy(r->token, p + 16, CODEC_TOKEN_SIZE);
         return 0;
+    case 'P':
+        return parse_place_record(p, len, r, why, whylen);
     case 'D':
         if (len != CODEC_SESSION_SIZE || !zeros(p + 9, 7))
             return bad_record(why, whylen, "malformed weir session record");

@@ -159,13 +159,17 @@
 #define CODEC_FEATURE_ANSWER_READ 0x80u
 /* the receiver reads streams whose blocks are zstd frames (CODEC_HEADER_ZSTD) */
 #define CODEC_FEATURE_ZSTD 0x100u
+/* the receiver is a service (weir --serve) that runs the target a keyed
+ * sender names: such a sender's first sealed record holds its header and
+ * then a 'P' record with the target's name (none: the client's first) */
+#define CODEC_FEATURE_SERVE 0x200u
 #define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES | \
                         CODEC_FEATURE_ANSWER_READ | CODEC_FEATURE_ZSTD)   /* every end's */
 #define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | \
                               CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST | \
                               CODEC_FEATURE_RESUME | CODEC_FEATURE_REREAD | \
                               CODEC_FEATURE_RECORDS2 | CODEC_FEATURE_ANSWER_READ | \
-                              CODEC_FEATURE_ZSTD)
+                              CODEC_FEATURE_ZSTD | CODEC_FEATURE_SERVE)
 /* Whether a greeting claims a key with records of an older form. */
 static inline bool codec_keyed_older(uint32_t features)
 {
@@ -215,8 +219,15 @@ struct codec_link {
 };
 
 /* One parsed weir record.  Which fields are set depends on the type. */
+/* 'P' (sender to a service, after its header in its first sealed record):
+ * the target it asks for, a name of 0 to CODEC_TARGET_MAX characters of
+ * [A-Za-z0-9._-] */
+#define CODEC_TARGET_MAX 63
+#define CODEC_PLACE_SIZE 88           /* 8 + 8 + 64 + checksum */
+bool codec_target_name_ok(const char *name);
+
 struct codec_record {
-    unsigned char type;          /* 'H' 'Z' 'S' 'A' 'G' 'K' 'L' 'N' 'C' 'R' 'D' ('B' and
+    unsigned char type;          /* 'H' 'Z' 'S' 'A' 'G' 'K' 'L' 'N' 'C' 'R' 'D' 'P' ('B' and
                                     'T': stream.c) */
     /* H */
     unsigned version, flags;
@@ -240,6 +251,8 @@ struct codec_record {
     struct codec_link link;
     /* N, R: the session's token; C: bytes is what the receiver holds */
     unsigned char token[CODEC_TOKEN_SIZE];
+    /* P: the target a sender asks a service for ("": the first of its own) */
+    char target[CODEC_TARGET_MAX + 1];
 };
 
 static inline void codec_put32(unsigned char *p, uint32_t v)
@@ -312,6 +325,8 @@ size_t codec_confirm(unsigned char *dst, uint64_t bytes);
 /* 'D': the sender read the receiver's answer, which said bytes and chain
  * (CODEC_FEATURE_ANSWER_READ); CODEC_SESSION_SIZE bytes. */
 size_t codec_done(unsigned char *dst, uint64_t bytes, uint64_t chain);
+/* 'P': the target name (codec_target_name_ok), CODEC_PLACE_SIZE bytes */
+size_t codec_place(unsigned char *dst, const char *target);
 
 /* 'L' record: one control message of a link test; CODEC_LINK_SIZE bytes. */
 size_t codec_link(unsigned char *dst, const struct codec_link *l);

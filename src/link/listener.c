@@ -44,6 +44,7 @@ struct pending {
     bool tester;               /* it greeted as a link tester (role 'T') */
     uint32_t features;         /* what its greeting offers */
     bool rejoin;               /* its first record asks to resume a session ('R') */
+    char target[CODEC_TARGET_MAX + 1];   /* a service's: the target it asked for */
 };
 
 /* What a waiting connection's handshake yields. */
@@ -249,7 +250,8 @@ static int greet(struct admission *a, int fd, bool trusted)
                        ((a->cfg->tls || a->cfg->allow_link_test) && a->cfg->tests && !trusted
                             ? CODEC_FEATURE_LINKTEST : 0) |
                        (a->cfg->resume && (a->l->fd >= 0 || a->cfg->redials)
-                            ? CODEC_FEATURE_RESUME : 0));
+                            ? CODEC_FEATURE_RESUME : 0) |
+                       (a->cfg->serve && a->cfg->tls ? CODEC_FEATURE_SERVE : 0));
     if (os_send(fd, greeting, sizeof greeting, true) ==
         (ssize_t)sizeof greeting)
         return 0;
@@ -521,7 +523,23 @@ static int handshake(struct admission *a, struct pending *c, const unsigned char
     return judge_record(a, c);
 }
 
-/* The first sealed record must open and hold the stream header. */
+/* A service's sender names its target after its header: a well-formed
+ * 'P' record, or it is refused.  0, or -1 (dropped). */
+static int judge_place(struct admission *a, struct pending *c, const unsigned char *rec)
+{
+    struct codec_record r;
+    char why[96];
+    if (codec_parse_record(rec, CODEC_PLACE_SIZE, &r, why, sizeof why) || r.type != 'P') {
+        drop(a, c, "refused connection from %s: %s", r.type == 'P' ? why : "no target "
+             "record after its stream header");
+        return -1;
+    }
+    snprintf(c->target, sizeof c->target, "%s", r.target);
+    return 0;
+}
+
+/* The first sealed record must open and hold the stream header (a
+ * service's sender: and its target). */
 static int judge_record(struct admission *a, struct pending *c)
 {
     if (c->have < SEAL_HEADER)
@@ -559,6 +577,10 @@ static int judge_record(struct admission *a, struct pending *c)
         drop(a, c, "refused connection from %s: %s", "its first encrypted record does not open");
         return -1;
     }
+    if (plen == CODEC_HEADER_SIZE + CODEC_PLACE_SIZE && a->cfg->serve)
+        return judge_place(a, c, plain + CODEC_HEADER_SIZE) ? -1
+                                                            : judge_first(a, c, plain,
+                                                                          CODEC_HEADER_SIZE, true);
     if (plen != CODEC_HEADER_SIZE && plen != CODEC_SESSION_SIZE) {
         drop(a, c, "refused connection from %s: %s", "no weir stream header in its first "
              "encrypted record");
@@ -813,8 +835,9 @@ static int admit_sealed(struct admission *a, struct pending *c, struct transport
         return -1;
     }
     if (!c->rejoin) {
-        memcpy(ahead, first, plen);
-        *nahead = plen;
+        /* a target record after the header is the listener's alone */
+        *nahead = plen == CODEC_HEADER_SIZE + CODEC_PLACE_SIZE ? CODEC_HEADER_SIZE : plen;
+        memcpy(ahead, first, *nahead);
     }
     OPENSSL_cleanse(first, sizeof first);
     log_msg(a->log, LOG_INFO, "connection from %s, with the key '%s'%s", c->peer,
@@ -851,6 +874,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     peer->features = c->features;
     snprintf(peer->identity, sizeof peer->identity, "%s", c->tls ? tls_identity(c->tls) : "");
     peer->rejoined = c->rejoin;
+    snprintf(peer->target, sizeof peer->target, "%s", c->target);
     forget_handshake(c);
     c->fd = -1;
     a->count--;

@@ -119,6 +119,10 @@ struct listener_config {
      * the connection; weir.h, input_redial), so it offers resuming without
      * a listening socket */
     bool redials;
+    /* a service (weir --serve, with a key): its greeting says so, and a
+     * sender's first sealed record may hold a target record ('P') after its
+     * header (listener_peer.target) */
+    bool serve;
 };
 
 /* How a receiver busy with a transfer refuses a connection (in an 'S'
@@ -139,6 +143,17 @@ struct listener_peer {
     bool rejoined;             /* it resumed the session of resume_token */
     char identity[KEY_ID_MAX + 1];   /* with a key: the key it proved; else "" */
     bool listening;            /* the listening socket stays open (resuming is on) */
+    char target[CODEC_TARGET_MAX + 1];   /* serve: the target it asked for; "": none */
+};
+
+/* A connection admitted by one who runs the engine after it (weir --serve
+ * admits its sender, then picks what the engine writes to): what
+ * listener_admit() gave, handed to the engine whole (weir_config.admitted). */
+struct listener_admitted {
+    struct transport t;
+    unsigned char ahead[LISTENER_AHEAD_MAX];
+    size_t nahead;
+    struct listener_peer peer;
 };
 
 /* 0 with t the admitted connection, or -1 with *err and errno: ECANCELED

@@ -160,7 +160,7 @@ static unsigned compressed_flags(const struct session_out *s)
 int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
                   struct weir_error *err)
 {
-    unsigned char hello[CODEC_GREETING_SIZE + CODEC_HEADER_SIZE];
+    unsigned char hello[CODEC_GREETING_SIZE + CODEC_HEADER_SIZE + CODEC_PLACE_SIZE];
     size_t n = 0, greeting = 0;
     if (s->greet && !s->greeted)
         n = greeting = codec_greeting(hello, CODEC_ROLE_SENDER,
@@ -180,8 +180,11 @@ int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
     } else if (s->compressed) {
         n += codec_header(hello + n, s->block_max, compressed_flags(s), s->version);
     }
+    size_t place = 0;
+    if (n > greeting && (s->peer_features & CODEC_FEATURE_SERVE) && s->t->sealed)
+        place = codec_place(hello + n, s->target ? s->target : "");
     s->spoke = true;
-    if (n > 0 && transport_write_all(s->t, hello, n, timeout_ms, stop)) {
+    if (n > 0 && transport_write_all(s->t, hello, n + place, timeout_ms, stop)) {
         int e = errno;
         if (e != ECANCELED)
             error_sys(err, s->t->status, e, "%s: write", s->t->name);

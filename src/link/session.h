@@ -44,6 +44,10 @@ struct session_out {
     bool rejoining;          /* a resuming sender's: the peer was a weir, no hint either */
     bool resume;             /* it offers resuming (--reconnect) in its greeting */
     bool reread;             /* and says it reads again what it resends (CODEC_FEATURE_REREAD) */
+    /* --target: the target it asks a service for (NULL: none); to a
+     * service (CODEC_FEATURE_SERVE) a 'P' record follows the header in the
+     * same write, so in the same sealed record */
+    const char *target;
     /* the stream's bytes (from its header on, before any encryption) that
      * were written: a resumed connection starts from where the receiver
      * stopped; skip: bytes of the next writes the receiver holds already

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/adapt.h"
+#include "format/codec.h"
 
 #define MIN_BLOCK 16ULL
 #define MAX_BLOCK (1ULL << 30)
@@ -26,7 +27,7 @@
 enum long_only {
     OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RECONNECT, OPT_RAW,
     OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE, OPT_READAHEAD, OPT_NO_SYNC,
-    OPT_GENKEY, OPT_KEY_ID, OPT_KEY_FILE,
+    OPT_GENKEY, OPT_KEY_ID, OPT_KEY_FILE, OPT_TARGET, OPT_SERVE,
     /* mbuffer's long options */
     OPT_MD5, OPT_HASH, OPT_PID, OPT_APPEND, OPT_TRUNCATE, OPT_NO_DIRECT, OPT_DIRECT,
     OPT_TCPBUFFER, OPT_TCPTIMEO,
@@ -53,6 +54,8 @@ static const struct option long_opts[] = {
     {"no-sync", no_argument, NULL, OPT_NO_SYNC},
     {"genkey", required_argument, NULL, OPT_GENKEY},
     {"key-id", required_argument, NULL, OPT_KEY_ID},
+    {"target", required_argument, NULL, OPT_TARGET},
+    {"serve", required_argument, NULL, OPT_SERVE},
     {"key-file", required_argument, NULL, OPT_KEY_FILE},
     {"compress", optional_argument, NULL, 'z'},
     {"zstd", optional_argument, NULL, OPT_ZSTD},
@@ -145,7 +148,13 @@ static void usage_buffer_and_keys(FILE *out)
 "                     the key of the file a sender uses (default: the first),\n"
 "                     or the one key a listener takes (default: any of them)\n"
 "  --key-file FILE    -I admits only senders with a key of FILE; -O sends only\n"
-"                     to a receiver that has the key; both encrypt\n",
+"                     to a receiver that has the key; both encrypt\n"
+"  --target NAME      -O to a service: the target of this key to send to\n"
+"                     (default: the key's first)\n"
+"\n"
+"a service (a permanent, keyed backup target; weir.conf(5)):\n"
+"  --serve FILE       listen as FILE says, and run for each keyed sender the\n"
+"                     target its key and --target name; -v and -l FILE only\n",
         out);
 }
 
@@ -438,6 +447,22 @@ static int resolve_sizes(struct weir_options *o, const struct raw_sizes *r,
     return 0;
 }
 
+/* --serve takes everything from its file; --target is a keyed sender's. */
+static int check_serve(const struct weir_options *o, bool any_tcp, struct weir_error *err)
+{
+    if (o->serve && (o->listen || o->noutputs || o->input_path || o->command || o->key_file ||
+                     o->key_id || o->genkey || o->ssh_host || o->ssh_server || o->link_test ||
+                     o->target || o->decode || o->progress))
+        return bad(err, "--serve takes its listening address, keys and targets from its file "
+                   "(weir.conf(5)): give it alone, with -v, -q or -l");
+    if (o->target && (!any_tcp || !o->key_file))
+        return bad(err, "--target names a service's target: it needs -O and --key-file");
+    if (o->target && (!o->target[0] || !codec_target_name_ok(o->target)))
+        return bad(err, "--target %s: a target's name is 1 to %d of A-Z a-z 0-9 . _ -",
+                   o->target, CODEC_TARGET_MAX);
+    return 0;
+}
+
 /* --ssh and its company; and --ssh-server, which takes the rest over ssh. */
 static int check_ssh(const struct weir_options *o, struct weir_error *err)
 {
@@ -600,6 +625,8 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
         return -1;
     if (o->key_id && !o->key_file && !o->genkey)
         return bad(err, "--key-id needs --key-file or --genkey");
+    if (check_serve(o, any_tcp, err))
+        return -1;
     if (o->genkey && (o->key_file || o->listen || o->noutputs || o->input_path || o->command))
         return bad(err, "--genkey only writes a key file: give it alone (with --key-id)");
     if (o->key_file && !o->listen && !any_tcp)
@@ -837,6 +864,8 @@ static int parse_key_option(struct weir_options *o, int c, const char *arg)
     case OPT_GENKEY: o->genkey = arg; return 0;
     case OPT_KEY_ID: o->key_id = arg; return 0;
     case OPT_KEY_FILE: o->key_file = arg; return 0;
+    case OPT_TARGET: o->target = arg; return 0;
+    case OPT_SERVE: o->serve = arg; return 0;
     default:
         return NOT_MINE;
     }
@@ -1219,6 +1248,7 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->log_path = o->log_path;
     c->key_file = o->key_file;
     c->key_id = o->key_id;
+    c->target = o->target;
     c->allow_link_test = o->allow_link_test;
 }
 

@@ -83,6 +83,8 @@ struct weir_options {
     const char *genkey;         /* --genkey FILE: write a new key file and exit */
     const char *key_id;         /* --key-id NAME */
     const char *key_file;       /* --key-file FILE: authenticate and encrypt */
+    const char *target;         /* --target NAME: the service's target to send to */
+    const char *serve;          /* --serve FILE: run as a service (serve.h) */
     bool input_given;           /* -i (even -i -) or -I: a command is then the consumer */
     char **command;             /* after --: the producer or consumer, NULL-ended */
     bool command_consumes;      /* the command is the consumer (weir has an input) */

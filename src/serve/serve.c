@@ -1,0 +1,560 @@
+/*
+ * serve.c - the service: its configuration, its listening sockets, the
+ * processes of its transfers, and its signals.  See serve.h.
+ *
+ * One thread.  Signals are caught into one flag word; the loop waits in
+ * poll() for a connection, a transfer's message or a signal (which
+ * interrupts the wait; a signal that comes just before the wait is seen
+ * within SERVE_TICK_MS).
+ */
+#include "serve/serve.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/sync.h"
+#include "crypto/keyfile.h"
+#include "crypto/tls.h"
+#include "os/os.h"
+#include "serve/serve_int.h"
+#include "transport/tcp.h"
+
+#define SERVE_TICK_MS 250
+#define SERVE_LISTEN_MAX 8
+#define SERVE_KIDS_MAX (SERVE_MAX_TRANSFERS + SERVE_PENDING_MAX)
+#define ACCEPT_BATCH 16
+
+/* The only global: the signals caught since the loop last looked. */
+static volatile sig_atomic_t serve_caught;
+enum { CAUGHT_HUP = 1, CAUGHT_TERM = 2, CAUGHT_CHLD = 4 };
+
+static void catch_signal(int sig)
+{
+    serve_caught |= sig == SIGHUP ? CAUGHT_HUP : sig == SIGCHLD ? CAUGHT_CHLD : CAUGHT_TERM;
+}
+
+/* A connection's process. */
+struct kid {
+    pid_t pid;                 /* 0: a free entry */
+    int control;
+    bool claimed;              /* a transfer runs: client and target are set */
+    bool ended;                /* it said how it ended */
+    char client[KEY_ID_MAX + 1];
+    char target[CODEC_TARGET_MAX + 1];
+    char peer[80];
+    double start;
+    unsigned long long bytes;
+    double secs;
+    int status;
+};
+
+/* What the service loads from its file: replaced whole by a reload. */
+struct loaded {
+    struct serve_conf conf;
+    struct keyring keys;
+    struct tls_context *tls;
+};
+
+struct service {
+    const char *path;
+    struct weir_log *log;
+    struct loaded *cur;        /* on the heap: its TLS context points at its keys */
+    struct tcp_listener l[SERVE_LISTEN_MAX];
+    int nl;
+    bool activated;            /* the sockets are systemd's */
+    struct kid kids[SERVE_KIDS_MAX];
+    int claimed, pending;
+    bool stopping;
+    double stop_at;            /* when the running transfers are told to stop */
+    int stop_step;             /* 0, 1: told (SIGTERM), 2: killed */
+    double crowd_second;       /* connections closed unheard: logged once a second */
+    unsigned long crowd;
+};
+
+/* ---- the configuration and the keys ------------------------------------- */
+
+static void unload(struct loaded *d)
+{
+    if (!d)
+        return;
+    tls_context_free(d->tls);
+    keyfile_free(&d->keys);
+    serve_conf_free(&d->conf);
+    free(d);
+}
+
+/* The file and its keys, whole, or NULL with *err. */
+static struct loaded *load(const char *path, struct weir_log *log, struct weir_error *err)
+{
+    struct loaded *d = calloc(1, sizeof *d);
+    if (!d)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "%s", path), NULL;
+    if (serve_conf_load(&d->conf, path, log, err))
+        return free(d), NULL;
+    const struct key *first;
+    if (keyfile_load(&d->keys, d->conf.key_file, NULL, &first, err) ||
+        serve_conf_check(&d->conf, &d->keys, err) ||
+        tls_context_new(&d->tls, &d->keys, NULL, true, err)) {
+        unload(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* ---- systemd: its sockets and its notifications ------------------------- */
+
+/* Say STATE to systemd when it asked to be told (NOTIFY_SOCKET). */
+static void notify(struct service *s, const char *state)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    if (!path || (path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof sun.sun_path)
+        return;
+    memcpy(sun.sun_path, path, strlen(path));
+    if (path[0] == '@')
+        sun.sun_path[0] = 0;   /* an abstract socket */
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+    int fd = os_socket(AF_UNIX, SOCK_DGRAM, 0);
+    if (fd < 0 || sendto(fd, state, strlen(state), 0, (struct sockaddr *)&sun, len) < 0)
+        log_msg(s->log, LOG_WARN, "NOTIFY_SOCKET %s: cannot tell systemd '%s': %s", path,
+                state, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
+/* The sockets systemd passed (LISTEN_PID is this process): 1 when there
+ * are some, 0 when none, -1 with *err when one is not a listening socket. */
+static int take_activated(struct service *s, struct weir_error *err)
+{
+    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+    if (!pid || !fds || strtol(pid, NULL, 10) != (long)getpid())
+        return 0;
+    long n = strtol(fds, NULL, 10);
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+    if (n < 1 || n > SERVE_LISTEN_MAX)
+        return error_set(err, WEIR_EXIT_NETWORK, "LISTEN_FDS=%s: not 1 to %d sockets", fds,
+                         SERVE_LISTEN_MAX);
+    struct tcp_settings none = {0};
+    for (int fd = 3; fd < 3 + n; fd++) {
+        int listening = 0;
+        socklen_t len = sizeof listening;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
+            return error_set(err, WEIR_EXIT_NETWORK, "LISTEN_FDS: descriptor %d is not a "
+                             "listening socket", fd);
+        if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 ||
+            tcp_listener_adopt(&none, fd, &s->l[s->nl], err))
+            return error_sys(err, WEIR_EXIT_NETWORK, errno, "LISTEN_FDS: descriptor %d", fd);
+        s->nl++;
+    }
+    s->activated = true;
+    return 1;
+}
+
+static int listen_conf(struct service *s, const struct serve_conf *c, struct tcp_listener *l,
+                       struct weir_error *err)
+{
+    if (!c->port[0])
+        return error_set(err, WEIR_EXIT_USAGE, "%s: no listen line, and systemd passed no "
+                         "socket", c->path);
+    struct tcp_settings t = {.bind_addr = c->bind[0] ? c->bind : NULL};
+    snprintf(t.listen_port, sizeof t.listen_port, "%s", c->port);
+    (void)s;
+    return tcp_listen(&t, l, err);
+}
+
+/* ---- transfers' processes ----------------------------------------------- */
+
+static struct kid *free_kid(struct service *s)
+{
+    for (int i = 0; i < SERVE_KIDS_MAX; i++)
+        if (!s->kids[i].pid)
+            return &s->kids[i];
+    return NULL;
+}
+
+/* In the new process: nothing of the service's but what it needs. */
+static void run_kid(struct service *s, int conn, int control, const char *peer)
+{
+    for (int i = 0; i < s->nl; i++)
+        close(s->l[i].fd);
+    for (int i = 0; i < SERVE_KIDS_MAX; i++)
+        if (s->kids[i].pid)
+            close(s->kids[i].control);
+    struct serve_child c = {.conf = &s->cur->conf, .tls = s->cur->tls, .conn = conn,
+                            .control = control, .log = s->log};
+    snprintf(c.peer, sizeof c.peer, "%s", peer);
+    int status = serve_transfer(&c);
+    fflush(NULL);
+    _exit(status);
+}
+
+/* A process for the connection conn from peer. */
+static void spawn(struct service *s, int conn, const char *peer)
+{
+    struct kid *k = free_kid(s);
+    int sp[2] = {-1, -1};
+    if (!k || socketpair(AF_UNIX, SOCK_DGRAM, 0, sp) != 0 ||
+        fcntl(sp[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(sp[1], F_SETFD, FD_CLOEXEC) != 0) {
+        log_msg(s->log, LOG_ERROR, "connection from %s: closed: %s", peer,
+                k ? strerror(errno) : "no room for another process");
+        goto fail;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        log_msg(s->log, LOG_ERROR, "connection from %s: closed: fork: %s", peer,
+                strerror(errno));
+        goto fail;
+    }
+    if (pid == 0) {
+        close(sp[0]);
+        run_kid(s, conn, sp[1], peer);
+    }
+    close(sp[1]);
+    close(conn);
+    *k = (struct kid){.pid = pid, .control = sp[0], .start = clock_now()};
+    snprintf(k->peer, sizeof k->peer, "%s", peer);
+    s->pending++;
+    return;
+fail:
+    if (sp[0] >= 0)
+        close(sp[0]), close(sp[1]);
+    close(conn);
+}
+
+/* A connection the service cannot hear now: closed, and counted. */
+static void crowd(struct service *s, int conn, const char *why)
+{
+    close(conn);
+    s->crowd++;
+    double now = clock_now();
+    if (now - s->crowd_second < 1)
+        return;
+    log_msg(s->log, LOG_WARN, "%lu connection%s closed unheard: %s", s->crowd,
+            s->crowd == 1 ? "" : "s", why);
+    s->crowd = 0;
+    s->crowd_second = now;
+}
+
+static void accept_some(struct service *s, struct tcp_listener *l)
+{
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        struct sockaddr_storage ss;
+        socklen_t slen = sizeof ss;
+        int fd = os_accept(l->fd, (struct sockaddr *)&ss, &slen);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                errno != ECONNABORTED)
+                log_msg(s->log, LOG_ERROR, "listen %s: accept: %s", l->addr, strerror(errno));
+            return;
+        }
+        char peer[80];
+        tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
+        if (s->pending >= SERVE_PENDING_MAX)
+            crowd(s, fd, "too many connections are being admitted");
+        else
+            spawn(s, fd, peer);
+    }
+}
+
+/* ---- what transfers say -------------------------------------------------- */
+
+static const char *refuse_claim(struct service *s, const char *client, const char *target,
+                                char *why, size_t len)
+{
+    if (s->stopping)
+        return "no the service is stopping";
+    for (int i = 0; i < SERVE_KIDS_MAX; i++)
+        if (s->kids[i].pid && s->kids[i].claimed && strcmp(s->kids[i].client, client) == 0 &&
+            strcmp(s->kids[i].target, target) == 0) {
+            snprintf(why, len, "no busy: client %s target %s has a transfer under way", client,
+                     target);
+            return why;
+        }
+    if (s->claimed >= s->cur->conf.max_transfers) {
+        snprintf(why, len, "no busy: %d transfers are under way here (max-transfers)",
+                 s->claimed);
+        return why;
+    }
+    return NULL;
+}
+
+static void take_claim(struct service *s, struct kid *k, const char *msg)
+{
+    char client[KEY_ID_MAX + 1], target[CODEC_TARGET_MAX + 1], why[300];
+    if (k->claimed || sscanf(msg, "claim %64s %63s", client, target) != 2) {
+        log_msg(s->log, LOG_ERROR, "transfer process %ld: a malformed message", (long)k->pid);
+        kill(k->pid, SIGKILL);
+        return;
+    }
+    const char *no = refuse_claim(s, client, target, why, sizeof why);
+    const char *answer = no ? no : "ok";
+    if (send(k->control, answer, strlen(answer), MSG_DONTWAIT) < 0 || no)
+        return;
+    k->claimed = true;
+    snprintf(k->client, sizeof k->client, "%s", client);
+    snprintf(k->target, sizeof k->target, "%s", target);
+    k->start = clock_now();
+    s->claimed++;
+    s->pending--;
+    log_msg(s->log, LOG_NOTICE, "client %s target %s: transfer from %s begins", client, target,
+            k->peer);
+}
+
+static void hear_kid(struct service *s, struct kid *k)
+{
+    char msg[SERVE_MSG_MAX];
+    ssize_t n = recv(k->control, msg, sizeof msg - 1, MSG_DONTWAIT);
+    if (n <= 0)
+        return;
+    msg[n] = 0;
+    if (strncmp(msg, "claim ", 6) == 0) {
+        take_claim(s, k, msg);
+    } else if (k->claimed &&
+               sscanf(msg, "end %llu %lf %d", &k->bytes, &k->secs, &k->status) == 3) {
+        k->ended = true;
+    }
+}
+
+/* ---- processes that ended ------------------------------------------------ */
+
+static void say_end(struct service *s, const struct kid *k, int wstatus)
+{
+    char how[80];
+    if (WIFSIGNALED(wstatus))
+        snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(wstatus),
+                 sync_signal_name(WTERMSIG(wstatus)));
+    else if (WEXITSTATUS(wstatus) == 0)
+        snprintf(how, sizeof how, "complete");
+    else
+        snprintf(how, sizeof how, "failed (exit %d)", WEXITSTATUS(wstatus));
+    double secs = k->ended ? k->secs : clock_now() - k->start;
+    char bytes[48] = "bytes unknown";
+    if (k->ended)
+        snprintf(bytes, sizeof bytes, "%llu bytes", k->bytes);
+    log_msg(s->log, WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0 ? LOG_NOTICE : LOG_ERROR,
+            "client %s target %s: transfer from %s ended: %s in %.1f s (%.1f MB/s), %s",
+            k->client, k->target, k->peer, bytes, secs,
+            k->ended && secs > 0 ? (double)k->bytes / secs / 1e6 : 0.0, how);
+}
+
+static void reap(struct service *s)
+{
+    int wstatus;
+    pid_t pid;
+    while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
+        for (int i = 0; i < SERVE_KIDS_MAX; i++) {
+            struct kid *k = &s->kids[i];
+            if (k->pid != pid)
+                continue;
+            hear_kid(s, k);   /* its last word may still wait */
+            if (k->claimed)
+                say_end(s, k, wstatus);
+            s->claimed -= k->claimed;
+            s->pending -= !k->claimed;
+            close(k->control);
+            *k = (struct kid){0};
+            break;
+        }
+    }
+}
+
+/* ---- signals: reload and stop -------------------------------------------- */
+
+static bool same_listen(const struct serve_conf *a, const struct serve_conf *b)
+{
+    return strcmp(a->bind, b->bind) == 0 && strcmp(a->port, b->port) == 0;
+}
+
+/* SIGHUP: the file and its keys again, whole or not at all. */
+static void reload(struct service *s)
+{
+    notify(s, "RELOADING=1");
+    struct weir_error err;
+    struct tcp_listener l = {.fd = -1};
+    bool moved = !s->activated && !s->stopping;
+    struct loaded *next = load(s->path, s->log, &err);
+    if (!next) {
+        log_msg(s->log, LOG_ERROR, "reload: %s: the configuration in use stays", err.msg);
+    } else if (moved && !same_listen(&next->conf, &s->cur->conf) &&
+               listen_conf(s, &next->conf, &l, &err)) {
+        log_msg(s->log, LOG_ERROR, "reload: %s: the configuration in use stays", err.msg);
+        unload(next);
+    } else {
+        if (l.fd >= 0) {
+            tcp_listener_close(&s->l[0]);
+            s->l[0] = l;
+            log_msg(s->log, LOG_NOTICE, "listening on %s", l.addr);
+        }
+        unload(s->cur);
+        s->cur = next;
+        log_msg(s->log, LOG_NOTICE, "reloaded %s: %zu targets, max-transfers %d", s->path,
+                s->cur->conf.ntargets, s->cur->conf.max_transfers);
+    }
+    notify(s, "READY=1");
+}
+
+static void signal_kids(struct service *s, bool claimed, int sig)
+{
+    for (int i = 0; i < SERVE_KIDS_MAX; i++)
+        if (s->kids[i].pid && s->kids[i].claimed == claimed)
+            kill(s->kids[i].pid, sig);
+}
+
+/* SIGTERM, SIGINT: no new connection; the running transfers get their
+ * time, then are told to stop (a second signal tells them at once). */
+static void stop(struct service *s)
+{
+    double now = clock_now();
+    if (s->stopping) {
+        s->stop_at = now;
+        return;
+    }
+    s->stopping = true;
+    s->stop_at = now + SERVE_STOP_SECS;
+    notify(s, "STOPPING=1");
+    for (int i = 0; i < s->nl; i++)
+        tcp_listener_close(&s->l[i]);
+    s->nl = 0;
+    signal_kids(s, false, SIGTERM);   /* connections not yet transfers */
+    log_msg(s->log, LOG_NOTICE, "stopping: %d transfer%s under way, given %.0f s to end",
+            s->claimed, s->claimed == 1 ? "" : "s", SERVE_STOP_SECS);
+}
+
+static void stop_steps(struct service *s)
+{
+    double now = clock_now();
+    if (!s->stopping || now < s->stop_at)
+        return;
+    if (s->stop_step == 0 && s->claimed > 0)
+        log_msg(s->log, LOG_WARN, "stopping: %d transfer%s still under way: telling them to "
+                "stop", s->claimed, s->claimed == 1 ? "" : "s");
+    if (s->stop_step == 0) {
+        signal_kids(s, true, SIGTERM);
+        s->stop_step = 1;
+        s->stop_at = now + SERVE_KILL_SECS;
+        return;
+    }
+    if (s->stop_step == 1) {
+        signal_kids(s, true, SIGKILL);
+        signal_kids(s, false, SIGKILL);
+        s->stop_step = 2;
+    }
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+static void take_signals(struct service *s)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    int caught = serve_caught;
+    serve_caught = 0;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (caught & CAUGHT_CHLD)
+        reap(s);
+    if (caught & CAUGHT_HUP)
+        reload(s);
+    if (caught & CAUGHT_TERM)
+        stop(s);
+}
+
+/* Wait for a connection, a message or a signal, and take what came. */
+static void turn(struct service *s)
+{
+    struct pollfd pfd[SERVE_LISTEN_MAX + SERVE_KIDS_MAX];
+    struct kid *who[SERVE_LISTEN_MAX + SERVE_KIDS_MAX];
+    int n = 0;
+    for (int i = 0; i < s->nl; i++)
+        pfd[n++] = (struct pollfd){.fd = s->l[i].fd, .events = POLLIN};
+    for (int i = 0; i < SERVE_KIDS_MAX; i++)
+        if (s->kids[i].pid) {
+            who[n] = &s->kids[i];
+            pfd[n++] = (struct pollfd){.fd = s->kids[i].control, .events = POLLIN};
+        }
+    int r = poll(pfd, (nfds_t)n, SERVE_TICK_MS);
+    if (r < 0 && errno != EINTR)
+        log_msg(s->log, LOG_ERROR, "poll: %s", strerror(errno));
+    for (int i = s->nl; r > 0 && i < n; i++)
+        if (pfd[i].revents & POLLIN)
+            hear_kid(s, who[i]);
+    for (int i = 0; r > 0 && i < s->nl; i++)
+        if (pfd[i].revents)
+            accept_some(s, &s->l[i]);
+    take_signals(s);
+    stop_steps(s);
+}
+
+static int catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = catch_signal;   /* no SA_RESTART: poll() returns at once */
+    sigfillset(&sa.sa_mask);
+    int sigs[] = {SIGHUP, SIGTERM, SIGINT, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0)
+            return -1;
+    sa.sa_handler = SIG_IGN;
+    return sigaction(SIGPIPE, &sa, NULL);
+}
+
+/* Load the file and listen: 0, or the exit status with the cause said. */
+static int start(struct service *s, struct weir_error *err)
+{
+    if (catch_signals() != 0)
+        return error_sys(err, WEIR_EXIT_INTERNAL, errno, "sigaction");
+    if (!(s->cur = load(s->path, s->log, err)))
+        return -1;
+    int activated = take_activated(s, err);
+    if (activated < 0)
+        return -1;
+    if (!activated && listen_conf(s, &s->cur->conf, &s->l[0], err) == 0)
+        s->nl = 1;
+    if (s->nl == 0)
+        return -1;
+    for (int i = 0; i < s->nl; i++)
+        log_msg(s->log, LOG_NOTICE, "listening on %s%s: %zu targets, max-transfers %d",
+                s->l[i].addr, s->activated ? " (socket from systemd)" : "",
+                s->cur->conf.ntargets, s->cur->conf.max_transfers);
+    notify(s, "READY=1");
+    return 0;
+}
+
+int serve_main(const char *conf_path, struct weir_log *log)
+{
+    struct service *s = calloc(1, sizeof *s);
+    if (!s) {
+        log_msg(log, LOG_ERROR, "--serve: %s", strerror(ENOMEM));
+        return WEIR_EXIT_INTERNAL;
+    }
+    s->path = conf_path;
+    s->log = log;
+    struct weir_error err;
+    int status = 0;
+    if (start(s, &err)) {
+        log_msg(log, LOG_ERROR, "%s", err.msg);
+        status = err.status;
+    } else {
+        while (!s->stopping || s->claimed + s->pending > 0)
+            turn(s);
+        log_msg(log, LOG_NOTICE, "stopped");
+    }
+    for (int i = 0; i < s->nl; i++)
+        tcp_listener_close(&s->l[i]);
+    unload(s->cur);
+    free(s);
+    return status;
+}
