@@ -146,10 +146,10 @@ static int take_listen(struct serve_conf *c, const struct line *l, struct weir_e
     char *e;
     errno = 0;
     long n = strtol(port, &e, 10);
-    if (!*port || *e || errno || n < 1 || n > 65535 || alen >= sizeof c->bind ||
+    if (!*port || *e || errno || n < 0 || n > 65535 || alen >= sizeof c->bind ||
         memchr(addr, '[', alen) || memchr(addr, ']', alen) ||
         (alen == 0 && port != v && !(v[0] == '[' || v[0] == ':')))
-        return at(err, c, l->no, "listen %s: not [ADDRESS:]PORT (a port from 1 to 65535)%s",
+        return at(err, c, l->no, "listen %s: not [ADDRESS:]PORT (a port from 0 to 65535)%s",
                   v, NULL);
     memcpy(c->bind, addr, alen);
     c->bind[alen] = 0;

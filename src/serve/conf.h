@@ -9,7 +9,9 @@
  * and hold no blank themselves (no quoting).  Directives:
  *
  *   listen [ADDRESS:]PORT       where to listen ([::]:9090, 0.0.0.0:9090,
- *                               9090); unused when systemd passes a socket
+ *                               9090; port 0: one the system picks, which
+ *                               the log names); unused when systemd passes
+ *                               a socket
  *   key-file PATH               the clients' keys, one line each (--genkey)
  *   max-transfers N             transfers at once, 1 to 1024 (default 4)
  *   client NAME target TARGET [user USER] -o PATH
