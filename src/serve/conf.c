@@ -245,9 +245,9 @@ static void warn_zfs(const struct serve_conf *c, const struct serve_target *t,
         (strcmp(a[1], "recv") != 0 && strcmp(a[1], "receive") != 0))
         return;
     bool force = false, unmounted = false;
-    for (int i = 2; a[i] && a[i][0] == '-'; i++) {
-        force |= strchr(a[i], 'F') != NULL;
-        unmounted |= strchr(a[i], 'u') != NULL;
+    for (int i = 2; a[i]; i++) {   /* option words only: their values never begin with '-' */
+        force |= a[i][0] == '-' && strchr(a[i], 'F') != NULL;
+        unmounted |= a[i][0] == '-' && strchr(a[i], 'u') != NULL;
     }
     if (force)
         log_msg(log, LOG_WARN, "%s:%d: warning: client %s target %s: zfs recv -F rolls the "
