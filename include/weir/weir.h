@@ -79,6 +79,7 @@ struct tcp_settings {
 };
 
 struct listener_admitted;   /* link/listener.h: a connection admitted already */
+struct tls_context;         /* crypto/tls.h */
 
 struct weir_config {
     enum weir_input_kind input;
@@ -170,6 +171,14 @@ struct weir_config {
      * (weir --serve, link/listener.h), which the engine takes as its input,
      * with nothing listening beside it.  NULL: none. */
     struct listener_admitted *admitted;
+    /* with admitted: listen_fd is the service's socket on which a sender
+     * that comes back arrives (tcp.h, handoff), and route the number the
+     * sender gives then (weir --serve; 0: none) */
+    bool listen_handoff;
+    uint32_t route;
+    /* with admitted: the handshake a sender that comes back must pass (the
+     * caller's, crypto/tls.h; it outlives the engine) */
+    struct tls_context *admit_tls;
     /* -O with a key: the target to ask a service (weir --serve) for; NULL:
      * the first of this key's own */
     const char *target;

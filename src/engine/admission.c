@@ -100,7 +100,9 @@ int admit_sender(struct pipeline *p, struct weir_error *e)
     if (RAND_bytes(p->token, sizeof p->token) != 1)
         return error_set(e, WEIR_EXIT_INTERNAL, "%s: no random bytes for the session's name",
                          p->in.name), STEP_FAIL;
-    if (session_name(&p->back, p->token) != 0)
+    /* a service's sender reads its route in 'N' and gives it when it comes
+     * back, so that the service hands it to this process */
+    if (session_name(&p->back, p->token, peer.placed ? p->cfg->route : 0) != 0)
         return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", p->in.name), STEP_FAIL;
     p->confirm_every = (peer.features & CODEC_FEATURE_REREAD) ? CODEC_CONFIRM_REREAD_BYTES
                                                                : CODEC_CONFIRM_BYTES;

@@ -421,6 +421,7 @@ static int hear_session_name(struct output *o, double limit, struct weir_error *
                          "(it did not name the session)", o->t.name, r.type), STEP_FAIL;
     sync_lock(&o->p->lock);
     memcpy(o->token, r.token, sizeof o->token);
+    o->route = r.route;
     o->resumable = true;
     sync_unlock(&o->p->lock);
     OPENSSL_cleanse(raw, sizeof raw);
@@ -638,6 +639,9 @@ static int rejoin(struct output *o, double limit, uint64_t *at, bool *refused,
     }
     int ms = (int)(limit * 1000) + 1;
     if (p->keyed) {
+        sync_lock(&p->lock);
+        o->session.route = o->route;   /* a service hands it to the session's process */
+        sync_unlock(&p->lock);
         if (session_greet_keyed(&o->session, ms, &o->halt, e))
             return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
         int rc = client_handshake(o, limit, e);

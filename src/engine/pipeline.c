@@ -217,7 +217,12 @@ static int open_input(struct pipeline *p, struct weir_error *err)
         if (!c->tcp.listen_port[0] && p->listen_fd >= 0) {   /* the caller's socket */
             int fd = p->listen_fd;
             p->listen_fd = -1;
-            return tcp_listener_adopt(&c->tcp, fd, &p->listener, err);
+            if (tcp_listener_adopt(&c->tcp, fd, &p->listener, err))
+                return -1;
+            p->listener.handoff = c->listen_handoff;
+            if (c->listen_handoff)
+                snprintf(p->listener.addr, sizeof p->listener.addr, "the service");
+            return 0;
         }
         if (!c->tcp.listen_port[0]) {   /* only the connection given (channel_fd) */
             memset(&p->listener, 0, sizeof p->listener);
@@ -392,6 +397,10 @@ void weir_config_defaults(struct weir_config *c)
 static int load_keys(struct pipeline *p, struct weir_error *err)
 {
     const struct weir_config *c = p->cfg;
+    if (c->admit_tls) {   /* a service's: its senders' keys (serve.h) */
+        p->tls_server = c->admit_tls;
+        return 0;
+    }
     if (c->key_text) {
         if (keyfile_load_text(&p->keys, "the one-time key", c->key_text, c->key_text_len,
                               &p->key, err))
@@ -452,7 +461,7 @@ static int create(struct pipeline *p, struct weir_error *err)
         undo_start(p);
         return -1;
     }
-    if (c->input == WEIR_IN_LISTEN && p->listener.fd >= 0) {
+    if (c->input == WEIR_IN_LISTEN && p->listener.fd >= 0 && !p->listener.handoff) {
         /* with port 0 the caller cannot know the port otherwise: say it even with -q */
         log_msg(p->log, strcmp(c->tcp.listen_port, "0") == 0 && !c->port_told ? LOG_NOTICE
                                                                                : LOG_INFO,
@@ -588,7 +597,8 @@ void weir_destroy(struct weir_engine *e)
     }
     ring_destroy(&p->ring);
     tls_context_free(p->tls_client);
-    tls_context_free(p->tls_server);
+    if (p->tls_server != p->cfg->admit_tls)   /* the caller's stays the caller's */
+        tls_context_free(p->tls_server);
     if (p->keyed)
         keyfile_free(&p->keys);
     free(p->jobs);

@@ -147,6 +147,7 @@ struct output {
     /* a resumable session, sending (--reconnect; writer.c): */
     bool resumable;            /* lock: the receiver named the session ('N') */
     unsigned char token[CODEC_TOKEN_SIZE];   /* lock */
+    uint32_t route;            /* lock: a service's route to the session ('N') */
     bool may_resume;           /* lock: both ends offered it; marks are kept (set by the
                                   writer, cleared by the back channel too) */
     struct resume_mark *marks; /* lock: where each unconfirmed record began, a ring */

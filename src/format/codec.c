@@ -129,7 +129,14 @@ size_t codec_abort(unsigned char *dst, int code, const char *msg)
 
 size_t codec_greeting(unsigned char *dst, enum codec_role role, uint32_t features)
 {
+    return codec_greeting_routed(dst, role, features, 0);
+}
+
+size_t codec_greeting_routed(unsigned char *dst, enum codec_role role, uint32_t features,
+                             uint32_t route)
+{
     record_start(dst, CODEC_GREETING_SIZE - 8, 'G');
+    codec_put32(dst + 20, route);
     memcpy(dst + 9, "WEIR", 4);
     dst[13] = CODEC_PROTOCOL;
     dst[14] = CODEC_PROTOCOL_OLDEST;
@@ -149,7 +156,15 @@ size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase)
 size_t codec_session(unsigned char *dst, unsigned char type,
                      const unsigned char token[CODEC_TOKEN_SIZE])
 {
+    return codec_session_routed(dst, type, token, 0);
+}
+
+size_t codec_session_routed(unsigned char *dst, unsigned char type,
+                            const unsigned char token[CODEC_TOKEN_SIZE], uint32_t route)
+{
     record_start(dst, CODEC_SESSION_SIZE - 8, type);
+    if (type == 'N')
+        codec_put32(dst + 12, route);
     memcpy(dst + 16, token, CODEC_TOKEN_SIZE);
     return record_seal(dst, CODEC_SESSION_SIZE);
 }
@@ -297,7 +312,8 @@ static int parse_link_record(const unsigned char *p, size_t len, struct codec_re
 static int parse_greeting_record(const unsigned char *p, size_t len, struct codec_record *r,
                                  char *why, size_t whylen)
 {
-    if (len != CODEC_GREETING_SIZE || memcmp(p + 9, "WEIR", 4) != 0 || !zeros(p + 20, 4) ||
+    if (len != CODEC_GREETING_SIZE || memcmp(p + 9, "WEIR", 4) != 0 ||
+        (p[15] != CODEC_ROLE_SENDER && !zeros(p + 20, 4)) ||
         (p[15] != CODEC_ROLE_RECEIVER && p[15] != CODEC_ROLE_SENDER &&
          p[15] != CODEC_ROLE_TESTER) ||
         p[14] == 0 || p[14] > p[13])
@@ -306,6 +322,7 @@ static int parse_greeting_record(const unsigned char *p, size_t len, struct code
     r->oldest = p[14];
     r->role = p[15];
     r->features = codec_get32(p + 16);
+    r->route = codec_get32(p + 20);
     return 0;
 }
 
@@ -362,9 +379,10 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
     case 'N':
     case 'R':
     case 'C':
-        if (len != CODEC_SESSION_SIZE || !zeros(p + 9, 7) ||
+        if (len != CODEC_SESSION_SIZE || !zeros(p + 9, r->type == 'N' ? 3 : 7) ||
             (r->type == 'C' && !zeros(p + 24, 8)))
             return bad_record(why, whylen, "malformed weir session record");
+        r->route = r->type == 'N' ? codec_get32(p + 12) : 0;
         if (r->type == 'C')
             r->bytes = codec_get64(p + 16);
         else

@@ -251,6 +251,8 @@ struct codec_record {
     struct codec_link link;
     /* N, R: the session's token; C: bytes is what the receiver holds */
     unsigned char token[CODEC_TOKEN_SIZE];
+    /* G (a sender's), N: a service's route to the transfer (0: none) */
+    uint32_t route;
     /* P: the target a sender asks a service for ("": the first of its own) */
     char target[CODEC_TARGET_MAX + 1];
 };
@@ -311,12 +313,20 @@ size_t codec_abort(unsigned char *dst, int code, const char *msg);
 
 /* 'G' record: the first thing each end of a connection sends. */
 size_t codec_greeting(unsigned char *dst, enum codec_role role, uint32_t features);
+/* A sender's greeting to a service, coming back: the route of its transfer
+ * (from 'N') in bytes 20-23, which the service reads before the handshake
+ * to hand the connection to that transfer's process (0: none) */
+size_t codec_greeting_routed(unsigned char *dst, enum codec_role role, uint32_t features,
+                             uint32_t route);
 /* 'K' record: the receiver is alive, its outputs have written bytes, and
  * phase says what it is doing (session.h). */
 size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase);
 
 /* 'N' (the session's token), 'R' (resume the session of token):
  * CODEC_SESSION_SIZE bytes. */
+/* 'N' from a service: the transfer's route in bytes 12-15 (0: none) */
+size_t codec_session_routed(unsigned char *dst, unsigned char type,
+                            const unsigned char token[CODEC_TOKEN_SIZE], uint32_t route);
 size_t codec_session(unsigned char *dst, unsigned char type,
                      const unsigned char token[CODEC_TOKEN_SIZE]);
 /* 'C': the receiver holds the stream's first bytes bytes (its header

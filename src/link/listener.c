@@ -45,6 +45,7 @@ struct pending {
     uint32_t features;         /* what its greeting offers */
     bool rejoin;               /* its first record asks to resume a session ('R') */
     char target[CODEC_TARGET_MAX + 1];   /* a service's: the target it asked for */
+    bool placed;               /* it sent a target record ('P') */
 };
 
 /* What a waiting connection's handshake yields. */
@@ -242,9 +243,18 @@ static struct pending *make_room(struct admission *a, const struct sockaddr_stor
     return NULL;   /* not reached: a slot was just freed */
 }
 
+size_t listener_serve_greeting(unsigned char *out)
+{
+    return codec_greeting(out, CODEC_ROLE_RECEIVER, CODEC_FEATURES | CODEC_FEATURES_KEYED |
+                                                        CODEC_FEATURE_RESUME |
+                                                        CODEC_FEATURE_SERVE);
+}
+
 static int greet(struct admission *a, int fd, bool trusted)
 {
     unsigned char greeting[CODEC_GREETING_SIZE];
+    if (a->l->handoff)
+        return 0;   /* the service greeted it (listener_serve_greeting) */
     codec_greeting(greeting, CODEC_ROLE_RECEIVER,
                    CODEC_FEATURES | (a->cfg->tls && !trusted ? CODEC_FEATURES_KEYED : 0) |
                        ((a->cfg->tls || a->cfg->allow_link_test) && a->cfg->tests && !trusted
@@ -260,6 +270,19 @@ static int greet(struct admission *a, int fd, bool trusted)
     return -1;
 }
 
+/* The next connection of the listening socket, or one handed over (a
+ * service's: tcp.h), with its peer's address; or -1 with errno. */
+static int take_one(const struct tcp_listener *l, struct sockaddr_storage *ss)
+{
+    socklen_t slen = sizeof *ss;
+    if (!l->handoff)
+        return os_accept(l->fd, (struct sockaddr *)ss, &slen);
+    int fd = tcp_take_fd(l->fd);
+    if (fd >= 0 && getpeername(fd, (struct sockaddr *)ss, &slen) != 0)
+        memset(ss, 0, sizeof *ss);
+    return fd < 0 && errno == EBADMSG ? (errno = ECONNABORTED, -1) : fd;
+}
+
 /* Accept what waits on the listening socket, a batch at a time, so that
  * connections already waiting are heard in between.  0, or -1 with *err;
  * *won is a connection that proved itself meanwhile. */
@@ -268,8 +291,7 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
     *won = NULL;
     for (int batch = 0; batch < ACCEPT_BATCH; batch++) {
         struct sockaddr_storage ss;
-        socklen_t slen = sizeof ss;
-        int fd = os_accept(a->l->fd, (struct sockaddr *)&ss, &slen);
+        int fd = take_one(a->l, &ss);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 return 0;
@@ -535,6 +557,7 @@ static int judge_place(struct admission *a, struct pending *c, const unsigned ch
         return -1;
     }
     snprintf(c->target, sizeof c->target, "%s", r.target);
+    c->placed = true;
     return 0;
 }
 
@@ -875,6 +898,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     snprintf(peer->identity, sizeof peer->identity, "%s", c->tls ? tls_identity(c->tls) : "");
     peer->rejoined = c->rejoin;
     snprintf(peer->target, sizeof peer->target, "%s", c->target);
+    peer->placed = c->placed;
     forget_handshake(c);
     c->fd = -1;
     a->count--;
@@ -899,8 +923,9 @@ void listener_refuse_waiting(struct tcp_listener *l, bool raw, struct weir_log *
     int refused = 0;
     for (int i = 0; i < ACCEPT_BATCH && l->fd >= 0; i++) {
         struct sockaddr_storage ss;
-        socklen_t slen = sizeof ss;
-        int fd = os_accept(l->fd, (struct sockaddr *)&ss, &slen);
+        int fd = take_one(l, &ss);
+        if (fd < 0 && errno == ECONNABORTED)
+            continue;
         if (fd < 0)
             break;
         /* one line a batch (a batch every half second at most): a flood
@@ -910,7 +935,7 @@ void listener_refuse_waiting(struct tcp_listener *l, bool raw, struct weir_log *
             tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
             log_msg(log, LOG_WARN, "refused connection from %s: %s", peer, why);
         }
-        if (!raw) {
+        if (!raw && !l->handoff) {   /* a handed-over one was greeted: it waits for TLS */
             send_refusal(fd, why);
             (void)shutdown(fd, SHUT_WR);
         }
@@ -978,7 +1003,7 @@ static int hear_channel(struct admission *a, struct weir_error *err)
     snprintf(c->peer, sizeof c->peer, "%s", cfg->channel_name ? cfg->channel_name
                                                               : "the channel");
     a->count++;
-    if (greet(a, c->fd, c->trusted) == 0)
+    if (cfg->channel_greeted || greet(a, c->fd, c->trusted) == 0)
         return 0;
     error_sys(err, WEIR_EXIT_NETWORK, errno, "%s", c->peer);
     drop(a, c, NULL, NULL);

@@ -123,7 +123,15 @@ struct listener_config {
      * sender's first sealed record may hold a target record ('P') after its
      * header (listener_peer.target) */
     bool serve;
+    /* the given connection (channel_fd) was greeted already (a service's:
+     * listener_serve_greeting) */
+    bool channel_greeted;
 };
+
+/* The greeting a service sends every connection it accepts, before it
+ * reads the sender's greeting to route it (serve.h): a keyed receiver that
+ * resumes and runs targets.  CODEC_GREETING_SIZE bytes. */
+size_t listener_serve_greeting(unsigned char *out);
 
 /* How a receiver busy with a transfer refuses a connection (in an 'S'
  * record, in place of its greeting); a sender coming back to resume takes
@@ -144,6 +152,7 @@ struct listener_peer {
     char identity[KEY_ID_MAX + 1];   /* with a key: the key it proved; else "" */
     bool listening;            /* the listening socket stays open (resuming is on) */
     char target[CODEC_TARGET_MAX + 1];   /* serve: the target it asked for; "": none */
+    bool placed;               /* serve: it sent a target record (it reads a route in 'N') */
 };
 
 /* A connection admitted by one who runs the engine after it (weir --serve

@@ -378,8 +378,9 @@ int session_greet_keyed(struct session_out *s, int timeout_ms, atomic_bool *stop
                         struct weir_error *err)
 {
     unsigned char g[CODEC_GREETING_SIZE];
-    codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURES_KEYED |
-                                         (s->resume ? CODEC_FEATURE_RESUME : 0));
+    codec_greeting_routed(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURES_KEYED |
+                                                (s->resume ? CODEC_FEATURE_RESUME : 0),
+                          s->route);
     s->greeted = true;
     if (transport_write_all(s->t, g, sizeof g, timeout_ms, stop)) {
         int e = errno;
@@ -439,10 +440,11 @@ void session_keepalive(struct session_in *s, uint64_t written, enum session_phas
     flush_pending(s);   /* a record that could not be sealed (len 0) is simply not sent */
 }
 
-int session_name(struct session_in *s, const unsigned char token[CODEC_TOKEN_SIZE])
+int session_name(struct session_in *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                 uint32_t route)
 {
     unsigned char rec[CODEC_SESSION_SIZE];
-    codec_session(rec, 'N', token);
+    codec_session_routed(rec, 'N', token, route);
     atomic_bool never = false;
     return transport_write_all(s->t, rec, sizeof rec, 10000, &never);
 }

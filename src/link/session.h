@@ -48,6 +48,9 @@ struct session_out {
      * service (CODEC_FEATURE_SERVE) a 'P' record follows the header in the
      * same write, so in the same sealed record */
     const char *target;
+    /* a service's route to this transfer ('N'), put in the greeting of a
+     * connection that comes back (codec_greeting_routed); 0: none */
+    uint32_t route;
     /* the stream's bytes (from its header on, before any encryption) that
      * were written: a resumed connection starts from where the receiver
      * stopped; skip: bytes of the next writes the receiver holds already
@@ -157,7 +160,8 @@ void session_in_init(struct session_in *s, struct transport *t);
  * stream arrives, how much of it this end holds ('C'), without blocking
  * (a confirmation that cannot go now is left for a later one, which says
  * more: false).  session_name: 0, or -1 with errno. */
-int session_name(struct session_in *s, const unsigned char token[CODEC_TOKEN_SIZE]);
+int session_name(struct session_in *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                 uint32_t route);
 bool session_confirm(struct session_in *s, uint64_t held);
 /* Say this end is alive, what its outputs wrote and what it is doing,
  * without blocking: at most every CODEC_KEEPALIVE_SECS. */

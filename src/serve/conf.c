@@ -280,8 +280,7 @@ static int make_room(struct serve_conf *c, const char *text, size_t len, struct 
     size_t lines = 1, words = 0;
     for (size_t i = 0; i < len; i++) {
         lines += text[i] == '\n';
-        words += text[i] != ' ' && text[i] != '\t' && text[i] != '\n' &&
-                 (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n');
+        words += !strchr(" \t\r\n", text[i]) && (i == 0 || strchr(" \t\r\n", text[i - 1]));
     }
     c->targets = calloc(lines, sizeof *c->targets);
     c->argv = calloc(words + lines, sizeof *c->argv);

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/rand.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,8 @@
 #include "base/sync.h"
 #include "crypto/keyfile.h"
 #include "crypto/tls.h"
+#include "format/codec.h"
+#include "link/listener.h"
 #include "os/os.h"
 #include "serve/serve_int.h"
 #include "transport/tcp.h"
@@ -51,10 +54,19 @@ struct kid {
     char client[KEY_ID_MAX + 1];
     char target[CODEC_TARGET_MAX + 1];
     char peer[80];
+    uint32_t route;            /* claimed: the number its sender gives when it comes back */
     double start;
     unsigned long long bytes;
     double secs;
     int status;
+};
+
+/* A connection greeted by the service, whose sender's greeting it waits
+ * for: a sender coming back names its transfer's route there. */
+struct waiting {
+    int fd;                    /* -1: a free entry */
+    double deadline;
+    char peer[80];
 };
 
 /* What the service loads from its file: replaced whole by a reload. */
@@ -72,6 +84,8 @@ struct service {
     int nl;
     bool activated;            /* the sockets are systemd's */
     struct kid kids[SERVE_KIDS_MAX];
+    struct waiting waiting[SERVE_PENDING_MAX];
+    int nwaiting;
     int claimed, pending;
     bool stopping;
     double stop_at;            /* when the running transfers are told to stop */
@@ -192,6 +206,9 @@ static void run_kid(struct service *s, int conn, int control, const char *peer)
     for (int i = 0; i < SERVE_KIDS_MAX; i++)
         if (s->kids[i].pid)
             close(s->kids[i].control);
+    for (int i = 0; i < SERVE_PENDING_MAX; i++)
+        if (s->waiting[i].fd >= 0)
+            close(s->waiting[i].fd);
     struct serve_child c = {.conf = &s->cur->conf, .tls = s->cur->tls, .conn = conn,
                             .control = control, .log = s->log};
     snprintf(c.peer, sizeof c.peer, "%s", peer);
@@ -247,6 +264,73 @@ static void crowd(struct service *s, int conn, const char *why)
     s->crowd_second = now;
 }
 
+static void wait_greeting(struct service *s, int fd, const char *peer)
+{
+    for (int i = 0; i < SERVE_PENDING_MAX; i++) {
+        struct waiting *w = &s->waiting[i];
+        if (w->fd >= 0)
+            continue;
+        *w = (struct waiting){.fd = fd, .deadline = clock_now() + LISTENER_HANDSHAKE_SECS};
+        snprintf(w->peer, sizeof w->peer, "%s", peer);
+        s->nwaiting++;
+        return;
+    }
+    close(fd);   /* not reached: nwaiting counts the entries */
+}
+
+/* The transfer a sender's greeting names to come back to, or NULL. */
+static struct kid *routed(struct service *s, int fd)
+{
+    unsigned char g[CODEC_GREETING_SIZE];
+    struct codec_record r;
+    char why[96];
+    ssize_t n = recv(fd, g, sizeof g, MSG_PEEK | MSG_DONTWAIT);
+    if (n != (ssize_t)sizeof g || codec_parse_record(g, sizeof g, &r, why, sizeof why) ||
+        r.type != 'G' || r.role != CODEC_ROLE_SENDER || r.route == 0)
+        return NULL;
+    for (int i = 0; i < SERVE_KIDS_MAX; i++)
+        if (s->kids[i].pid && s->kids[i].claimed && s->kids[i].route == r.route)
+            return &s->kids[i];
+    return NULL;
+}
+
+/* A waiting connection spoke (or closed): a sender coming back goes to
+ * its transfer's process, with what it sent still unread; any other to a
+ * new process, which admits or refuses it. */
+static void route_waiting(struct service *s, struct waiting *w)
+{
+    int fd = w->fd;
+    char peer[80];
+    snprintf(peer, sizeof peer, "%s", w->peer);
+    w->fd = -1;   /* the entry is free before a new process closes the others */
+    s->nwaiting--;
+    struct kid *k = routed(s, fd);
+    char probe;
+    if (k && tcp_pass_fd(k->control, fd, peer, strlen(peer)) != 0)
+        log_msg(s->log, LOG_WARN, "connection from %s: cannot hand it to its transfer: %s",
+                peer, strerror(errno));
+    if (k)
+        close(fd);
+    else if (recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+        close(fd);   /* it closed without a word */
+    else
+        spawn(s, fd, peer);
+}
+
+static void expire_waiting(struct service *s)
+{
+    double now = clock_now();
+    for (int i = 0; i < SERVE_PENDING_MAX; i++) {
+        struct waiting *w = &s->waiting[i];
+        if (w->fd < 0 || now < w->deadline)
+            continue;
+        log_msg(s->log, LOG_DEBUG, "dropped connection from %s: it sent no greeting", w->peer);
+        close(w->fd);
+        w->fd = -1;
+        s->nwaiting--;
+    }
+}
+
 static void accept_some(struct service *s, struct tcp_listener *l)
 {
     for (int i = 0; i < ACCEPT_BATCH; i++) {
@@ -261,10 +345,14 @@ static void accept_some(struct service *s, struct tcp_listener *l)
         }
         char peer[80];
         tcp_format_addr((struct sockaddr *)&ss, peer, sizeof peer);
-        if (s->pending >= SERVE_PENDING_MAX)
+        unsigned char g[CODEC_GREETING_SIZE];
+        size_t n = listener_serve_greeting(g);
+        if (s->nwaiting >= SERVE_PENDING_MAX || s->pending >= SERVE_PENDING_MAX)
             crowd(s, fd, "too many connections are being admitted");
+        else if (os_send(fd, g, n, true) != (ssize_t)n)
+            close(fd);   /* it reset at once */
         else
-            spawn(s, fd, peer);
+            wait_greeting(s, fd, peer);
     }
 }
 
@@ -290,6 +378,22 @@ static const char *refuse_claim(struct service *s, const char *client, const cha
     return NULL;
 }
 
+/* A route no running transfer has, never 0; random, so that one transfer's
+ * route says nothing of another's. */
+static uint32_t new_route(struct service *s)
+{
+    for (;;) {
+        uint32_t r = 0;
+        if (RAND_bytes((unsigned char *)&r, sizeof r) != 1)
+            r = (uint32_t)(clock_now() * 1e6) ^ (uint32_t)getpid();
+        bool taken = r == 0;
+        for (int i = 0; i < SERVE_KIDS_MAX && !taken; i++)
+            taken = s->kids[i].pid && s->kids[i].route == r;
+        if (!taken)
+            return r;
+    }
+}
+
 static void take_claim(struct service *s, struct kid *k, const char *msg)
 {
     char client[KEY_ID_MAX + 1], target[CODEC_TARGET_MAX + 1], why[300];
@@ -299,9 +403,13 @@ static void take_claim(struct service *s, struct kid *k, const char *msg)
         return;
     }
     const char *no = refuse_claim(s, client, target, why, sizeof why);
-    const char *answer = no ? no : "ok";
+    uint32_t route = no ? 0 : new_route(s);
+    char ok[32];
+    snprintf(ok, sizeof ok, "ok %u", (unsigned)route);
+    const char *answer = no ? no : ok;
     if (send(k->control, answer, strlen(answer), MSG_DONTWAIT) < 0 || no)
         return;
+    k->route = route;
     k->claimed = true;
     snprintf(k->client, sizeof k->client, "%s", client);
     snprintf(k->target, sizeof k->target, "%s", target);
@@ -427,6 +535,10 @@ static void stop(struct service *s)
     for (int i = 0; i < s->nl; i++)
         tcp_listener_close(&s->l[i]);
     s->nl = 0;
+    for (int i = 0; i < SERVE_PENDING_MAX; i++)
+        if (s->waiting[i].fd >= 0)
+            close(s->waiting[i].fd), s->waiting[i].fd = -1;
+    s->nwaiting = 0;
     signal_kids(s, false, SIGTERM);   /* connections not yet transfers */
     log_msg(s->log, LOG_NOTICE, "stopping: %d transfer%s under way, given %.0f s to end",
             s->claimed, s->claimed == 1 ? "" : "s", SERVE_STOP_SECS);
@@ -471,28 +583,40 @@ static void take_signals(struct service *s)
         stop(s);
 }
 
-/* Wait for a connection, a message or a signal, and take what came. */
+#define SERVE_POLL_MAX (SERVE_LISTEN_MAX + SERVE_KIDS_MAX + SERVE_PENDING_MAX)
+
+/* Wait for a connection, a greeting, a message or a signal, and take what
+ * came. */
 static void turn(struct service *s)
 {
-    struct pollfd pfd[SERVE_LISTEN_MAX + SERVE_KIDS_MAX];
-    struct kid *who[SERVE_LISTEN_MAX + SERVE_KIDS_MAX];
+    struct pollfd pfd[SERVE_POLL_MAX];
+    struct kid *who[SERVE_POLL_MAX];
+    struct waiting *greeter[SERVE_POLL_MAX];
     int n = 0;
     for (int i = 0; i < s->nl; i++)
         pfd[n++] = (struct pollfd){.fd = s->l[i].fd, .events = POLLIN};
     for (int i = 0; i < SERVE_KIDS_MAX; i++)
         if (s->kids[i].pid) {
-            who[n] = &s->kids[i];
+            who[n] = &s->kids[i], greeter[n] = NULL;
             pfd[n++] = (struct pollfd){.fd = s->kids[i].control, .events = POLLIN};
+        }
+    for (int i = 0; i < SERVE_PENDING_MAX; i++)
+        if (s->waiting[i].fd >= 0) {
+            who[n] = NULL, greeter[n] = &s->waiting[i];
+            pfd[n++] = (struct pollfd){.fd = s->waiting[i].fd, .events = POLLIN};
         }
     int r = poll(pfd, (nfds_t)n, SERVE_TICK_MS);
     if (r < 0 && errno != EINTR)
         log_msg(s->log, LOG_ERROR, "poll: %s", strerror(errno));
     for (int i = s->nl; r > 0 && i < n; i++)
-        if (pfd[i].revents & POLLIN)
+        if (who[i] && (pfd[i].revents & POLLIN))
             hear_kid(s, who[i]);
+        else if (greeter[i] && pfd[i].revents)
+            route_waiting(s, greeter[i]);
     for (int i = 0; r > 0 && i < s->nl; i++)
         if (pfd[i].revents)
             accept_some(s, &s->l[i]);
+    expire_waiting(s);
     take_signals(s);
     stop_steps(s);
 }
@@ -542,6 +666,8 @@ int serve_main(const char *conf_path, struct weir_log *log)
     }
     s->path = conf_path;
     s->log = log;
+    for (int i = 0; i < SERVE_PENDING_MAX; i++)
+        s->waiting[i].fd = -1;
     struct weir_error err;
     int status = 0;
     if (start(s, &err)) {

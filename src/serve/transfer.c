@@ -49,9 +49,10 @@ static void refuse(struct listener_admitted *a, const char *why)
     transport_close(&a->t, false, NULL, &ignored);
 }
 
-/* Ask the service whether this transfer may run: 0, or -1 with why. */
-static int claim(const struct serve_child *c, const struct serve_target *t, char *why,
-                 size_t len)
+/* Ask the service whether this transfer may run: 0 with its route, or -1
+ * with why. */
+static int claim(const struct serve_child *c, const struct serve_target *t, uint32_t *route,
+                 char *why, size_t len)
 {
     char msg[SERVE_MSG_MAX];
     int n = snprintf(msg, sizeof msg, "claim %s %s", t->client, t->name);
@@ -63,8 +64,12 @@ static int claim(const struct serve_child *c, const struct serve_target *t, char
     if (r <= 0)
         return snprintf(why, len, "the service did not answer"), -1;
     msg[r] = 0;
-    if (strcmp(msg, "ok") == 0)
+    unsigned got;
+    char end;
+    if (sscanf(msg, "ok %u%c", &got, &end) == 1) {
+        *route = got;
         return 0;
+    }
     snprintf(why, len, "%.*s", (int)len - 1, strncmp(msg, "no ", 3) == 0 ? msg + 3
                                                                         : "refused by the service");
     return -1;
@@ -110,9 +115,11 @@ static int target_words(const struct serve_target *t, char **argv, char *path, s
     return n;
 }
 
-/* Run the engine from the admitted connection into the target. */
+/* Run the engine from the admitted connection into the target; a sender
+ * that comes back arrives on handoff (-1: it cannot), giving route. */
 static int run_target(const struct serve_child *c, const struct serve_target *t,
-                      struct listener_admitted *a, uint64_t *bytes)
+                      struct listener_admitted *a, int handoff, uint32_t route,
+                      uint64_t *bytes)
 {
     char *argv[SERVE_ARGS_MAX];
     char path[4096], why[300];
@@ -124,6 +131,8 @@ static int run_target(const struct serve_child *c, const struct serve_target *t,
             snprintf(why, sizeof why, "%.299s", err.msg);
         log_msg(c->log, LOG_ERROR, "client %s target %s: %s", t->client, t->name, why);
         refuse(a, "the service could not start the target");
+        if (handoff >= 0)
+            close(handoff);
         return argc < 0 ? WEIR_EXIT_USAGE : err.status;
     }
     o.quiet = c->log->quiet;
@@ -131,7 +140,10 @@ static int run_target(const struct serve_child *c, const struct serve_target *t,
     options_to_config(&o, &cfg);
     cfg.tcp.listen_port[0] = 0;
     cfg.admitted = a;
-    cfg.reconnect = 0;
+    cfg.listen_fd = handoff;   /* the engine's from here on */
+    cfg.listen_handoff = handoff >= 0;
+    cfg.route = route;
+    cfg.admit_tls = c->tls;
     struct weir_engine *e = NULL;
     if (weir_signals_block(&err) || weir_create(&cfg, c->log, &e, &err)) {
         log_msg(c->log, LOG_ERROR, "client %s target %s: %s", t->client, t->name, err.msg);
@@ -168,33 +180,40 @@ int serve_transfer(const struct serve_child *c)
     struct listener_admitted *a = calloc(1, sizeof *a);
     if (!a)
         return WEIR_EXIT_INTERNAL;
-    struct tcp_listener l = {.fd = -1};
+    /* the connections of a sender that comes back arrive on (a copy of) the
+     * service's socket, which the listener closes unless the session may
+     * resume */
+    struct tcp_listener l = {.fd = dup(c->control), .handoff = true};
     snprintf(l.addr, sizeof l.addr, "%s", c->peer);
     struct listener_config cfg = {.tls = c->tls, .serve = true, .channel_fd = c->conn,
-                                  .channel_name = c->peer,
+                                  .channel_greeted = true, .channel_name = c->peer,
+                                  .resume = l.fd >= 0,
                                   .handshake_timeout = LISTENER_HANDSHAKE_SECS};
     atomic_bool stop = false;
     struct weir_error err;
-    if (listener_admit(&l, &cfg, &stop, c->log, &a->t, a->ahead, &a->nahead, &a->peer, &err))
+    if (listener_admit(&l, &cfg, &stop, c->log, &a->t, a->ahead, &a->nahead, &a->peer, &err)) {
+        tcp_listener_close(&l);
         return free(a), WEIR_EXIT_NETWORK;   /* the listener said why */
+    }
     const struct serve_target *t = serve_conf_find(c->conf, a->peer.identity, a->peer.target);
     char why[300];
-    if (!t) {
+    uint32_t route = 0;
+    if (!t)
         snprintf(why, sizeof why, "client %s has no target %s%s here", a->peer.identity,
                  a->peer.target[0] ? "named " : "", a->peer.target);
-        log_msg(c->log, LOG_WARN, "refused %s: %s", c->peer, why);
+    if (!t || claim(c, t, &route, why, sizeof why) || become(t, why, sizeof why)) {
+        if (t)
+            log_msg(c->log, LOG_WARN, "refused %s (client %s target %s): %s", c->peer,
+                    t->client, t->name, why);
+        else
+            log_msg(c->log, LOG_WARN, "refused %s: %s", c->peer, why);
         refuse(a, why);
-        return free(a), WEIR_EXIT_NETWORK;
-    }
-    if (claim(c, t, why, sizeof why) || become(t, why, sizeof why)) {
-        log_msg(c->log, LOG_WARN, "refused %s (client %s target %s): %s", c->peer, t->client,
-                t->name, why);
-        refuse(a, why);
+        tcp_listener_close(&l);
         return free(a), WEIR_EXIT_NETWORK;
     }
     double start = clock_now();
     uint64_t bytes = 0;
-    int status = run_target(c, t, a, &bytes);
+    int status = run_target(c, t, a, l.fd, route, &bytes);
     char msg[SERVE_MSG_MAX];
     int n = snprintf(msg, sizeof msg, "end %llu %.3f %d", (unsigned long long)bytes,
                      clock_now() - start, status);

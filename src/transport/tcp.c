@@ -394,3 +394,54 @@ int tcp_connect_addr(const struct sockaddr *sa, socklen_t len, double timeout,
     *out = fd;
     return 0;
 }
+
+int tcp_pass_fd(int via, int fd, const void *msg, size_t len)
+{
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {(void *)msg, len};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+                       .msg_controllen = sizeof ctl.space};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    return sendmsg(via, &m, MSG_DONTWAIT) < 0 ? -1 : 0;
+}
+
+int tcp_take_fd(int via)
+{
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    char msg[256];
+    struct iovec iov = {msg, sizeof msg};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+                       .msg_controllen = sizeof ctl.space};
+    if (recvmsg(via, &m, MSG_DONTWAIT) < 0)
+        return -1;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    int fd = -1;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(sizeof(int)))
+        memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    if (fd < 0 || (m.msg_flags & MSG_CTRUNC)) {
+        if (fd >= 0)
+            close(fd);
+        errno = EBADMSG;
+        return -1;
+    }
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}

@@ -28,6 +28,11 @@
 
 struct tcp_listener {
     int fd;
+    /* fd is not a listening socket but one end of a local socket on which
+     * connections arrive whole (tcp_take_fd), greeted already by whoever
+     * accepted them (weir --serve's service hands a transfer's process the
+     * connections that come back to it) */
+    bool handoff;
     char addr[80];                 /* "[::]:1234" or "127.0.0.1:1234" */
     char allow_name[256];          /* the allowed host as given, or "" for anyone */
     struct sockaddr_storage allowed[TCP_MAX_ALLOWED];
@@ -41,6 +46,13 @@ int tcp_listen(const struct tcp_settings *s, struct tcp_listener *l, struct weir
 int tcp_listener_adopt(const struct tcp_settings *s, int fd, struct tcp_listener *l,
                        struct weir_error *err);
 void tcp_listener_close(struct tcp_listener *l);
+/* Hand the descriptor fd over the local socket via (SCM_RIGHTS), with a
+ * short message; 0, or -1 with errno.  fd stays the caller's. */
+int tcp_pass_fd(int via, int fd, const void *msg, size_t len);
+/* Take a descriptor handed over on via (non-blocking, close-on-exec):
+ * the descriptor, or -1 with errno (EAGAIN: none waits; EBADMSG: a message
+ * without one). */
+int tcp_take_fd(int via);
 /* Whether peer may connect: the allow-list, or anyone. */
 bool tcp_peer_allowed(const struct tcp_listener *l, const struct sockaddr *peer);
 /* Connect to host:port, retrying until the connect timeout; *fd is a tuned,
