@@ -90,6 +90,7 @@ struct service {
     bool stopping;
     double stop_at;            /* when the running transfers are told to stop */
     int stop_step;             /* 0, 1: told (SIGTERM), 2: killed */
+    char notify[108];          /* NOTIFY_SOCKET, taken out of the environment; "": none */
     double crowd_second;       /* connections closed unheard: logged once a second */
     unsigned long crowd;
 };
@@ -129,9 +130,9 @@ static struct loaded *load(const char *path, struct weir_log *log, struct weir_e
 /* Say STATE to systemd when it asked to be told (NOTIFY_SOCKET). */
 static void notify(struct service *s, const char *state)
 {
-    const char *path = getenv("NOTIFY_SOCKET");
+    const char *path = s->notify;
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    if (!path || (path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof sun.sun_path)
+    if ((path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof sun.sun_path)
         return;
     memcpy(sun.sun_path, path, strlen(path));
     if (path[0] == '@')
@@ -199,7 +200,8 @@ static struct kid *free_kid(struct service *s)
 }
 
 /* In the new process: nothing of the service's but what it needs. */
-static void run_kid(struct service *s, int conn, int control, const char *peer)
+static void run_kid(struct service *s, int conn, int control, const char *peer,
+                    const sigset_t *mask)
 {
     for (int i = 0; i < s->nl; i++)
         close(s->l[i].fd);
@@ -210,7 +212,7 @@ static void run_kid(struct service *s, int conn, int control, const char *peer)
         if (s->waiting[i].fd >= 0)
             close(s->waiting[i].fd);
     struct serve_child c = {.conf = &s->cur->conf, .tls = s->cur->tls, .conn = conn,
-                            .control = control, .log = s->log};
+                            .control = control, .log = s->log, .mask = mask};
     snprintf(c.peer, sizeof c.peer, "%s", peer);
     int status = serve_transfer(&c);
     fflush(NULL);
@@ -228,15 +230,21 @@ static void spawn(struct service *s, int conn, const char *peer)
                 k ? strerror(errno) : "no room for another process");
         goto fail;
     }
+    /* no signal reaches the new process before it has its own handlers
+     * (a stop's SIGTERM waits, and then ends it) */
+    sigset_t all, old;
+    sigfillset(&all);
+    sync_sigmask_get(SIG_BLOCK, &all, &old);
     pid_t pid = fork();
-    if (pid < 0) {
-        log_msg(s->log, LOG_ERROR, "connection from %s: closed: fork: %s", peer,
-                strerror(errno));
-        goto fail;
-    }
     if (pid == 0) {
         close(sp[0]);
-        run_kid(s, conn, sp[1], peer);
+        run_kid(s, conn, sp[1], peer, &old);
+    }
+    int e = errno;
+    sync_sigmask(SIG_SETMASK, &old);
+    if (pid < 0) {
+        log_msg(s->log, LOG_ERROR, "connection from %s: closed: fork: %s", peer, strerror(e));
+        goto fail;
     }
     close(sp[1]);
     close(conn);
@@ -571,10 +579,10 @@ static void take_signals(struct service *s)
 {
     sigset_t all, old;
     sigfillset(&all);
-    sigprocmask(SIG_BLOCK, &all, &old);
+    sync_sigmask_get(SIG_BLOCK, &all, &old);
     int caught = serve_caught;
     serve_caught = 0;
-    sigprocmask(SIG_SETMASK, &old, NULL);
+    sync_sigmask(SIG_SETMASK, &old);
     if (caught & CAUGHT_CHLD)
         reap(s);
     if (caught & CAUGHT_HUP)
@@ -640,6 +648,10 @@ static int start(struct service *s, struct weir_error *err)
 {
     if (catch_signals() != 0)
         return error_sys(err, WEIR_EXIT_INTERNAL, errno, "sigaction");
+    /* systemd's word is the service's: no target may speak for it */
+    const char *ns = getenv("NOTIFY_SOCKET");
+    snprintf(s->notify, sizeof s->notify, "%s", ns ? ns : "");
+    unsetenv("NOTIFY_SOCKET");
     if (!(s->cur = load(s->path, s->log, err)))
         return -1;
     int activated = take_activated(s, err);

@@ -18,6 +18,7 @@
 #ifndef WEIR_SERVE_INT_H
 #define WEIR_SERVE_INT_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "crypto/tls.h"
@@ -34,6 +35,7 @@ struct serve_child {
     int control;               /* to the service */
     char peer[80];             /* the connection's address, for messages */
     struct weir_log *log;
+    const sigset_t *mask;      /* the signals to take once its handlers are its own */
 };
 
 /* Run one connection's transfer in this (forked) process: its exit status. */

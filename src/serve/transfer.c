@@ -159,8 +159,9 @@ static int run_target(const struct serve_child *c, const struct serve_target *t,
     return status;
 }
 
-/* This process's signals as a weir's: the service's handlers go. */
-static void plain_signals(void)
+/* This process's signals as a weir's: the service's handlers go, then
+ * what the service blocked around the fork is taken. */
+static void plain_signals(const sigset_t *mask)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -168,6 +169,7 @@ static void plain_signals(void)
     int sigs[] = {SIGCHLD, SIGHUP, SIGTERM, SIGINT};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         (void)sigaction(sigs[i], &sa, NULL);
+    sync_sigmask(SIG_SETMASK, mask);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -176,7 +178,7 @@ static void plain_signals(void)
 
 int serve_transfer(const struct serve_child *c)
 {
-    plain_signals();
+    plain_signals(c->mask);
     struct listener_admitted *a = calloc(1, sizeof *a);
     if (!a)
         return WEIR_EXIT_INTERNAL;

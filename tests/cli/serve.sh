@@ -9,7 +9,8 @@
 # reload mid-transfer, and one that fails (the old file stays); SIGTERM
 # mid-transfer (the transfer ends whole, nothing new is taken); a bad file
 # refused at the start with its line; systemd-socket-activate with
-# readiness; 100 transfers in a row with no descriptor or process left.
+# readiness; 100 transfers in a row with no descriptor or process left; a
+# transfer whose connection is cut twice resumes through the service.
 . "$(dirname "$0")/lib.sh"
 python_with socket python3
 
@@ -74,7 +75,7 @@ begun() {
 send() {
     local c=$1
     shift
-    "$WEIR" -q --key-file "$K/$c.key" -O "127.0.0.1:$SPORT" "$@"
+    "$WEIR" -q --key-file "$K/$c.key" -O "127.0.0.1:${TO:-$SPORT}" "$@"
 }
 
 # 1. three clients at once, each to its own target
@@ -153,7 +154,19 @@ wait_bounded "$ph" 60
 same "$TMP/big" "$TMP/out/held" "the transfer across two reloads is whole"
 rm -f "$TMP/go" "$TMP/out/held"
 
-# 6. SIGTERM mid-transfer: nothing new is taken, the running one ends whole
+# 6. a transfer that reconnects: its connection is cut twice on the way,
+#    and each time the service hands the sender's return to its process
+cut_proxy "$SPORT" 2 $(($(stat -c %s "$TMP/big") / 3)) reset
+TO=$PPORT expect 0 "a transfer cut twice on its way to the service" \
+    send nas2 --target extra -i "$TMP/big" -f --reconnect 30
+same "$TMP/big" "$TMP/out/extra" "the transfer resumed through the service is whole"
+has_msg "$TMP/proxy" "cut 2 at" "the proxy cut the connection twice"
+[ "$(grep -c "the sender is back after" "$TMP/slog")" -ge 2 ] ||
+    { cat "$TMP/slog" >&2; fail "the transfer's process did not take the sender back twice"; }
+ok "the transfer's process took its sender back twice"
+kill "$PPID_" 2>/dev/null
+
+# 7. SIGTERM mid-transfer: nothing new is taken, the running one ends whole
 n=$(grep -c ': transfer from .* begins' "$TMP/slog")
 send laptop --target held -i "$TMP/big" 2>"$TMP/eh" & ph=$!
 begun $((n + 1))
@@ -170,7 +183,7 @@ wait_bounded "$SPID" 30
 ok "the service stops with exit 0 once its transfer ended"
 rm -f "$TMP/go" "$TMP/out/held"
 
-# 7. a bad file is refused at the start, naming its line
+# 8. a bad file is refused at the start, naming its line
 conf "client nas1 target tank -- cat"
 expect 2 "a target given twice" "$WEIR" --serve "$TMP/serve.conf"
 has_msg "$TMP/err" "serve.conf:11: client nas1 target tank: given twice" "the line is named"
@@ -196,7 +209,7 @@ kill %% 2>/dev/null
 has_msg "$TMP/err" "zfs recv -F rolls the dataset back" "zfs recv -F is warned about"
 has_msg "$TMP/err" "zfs recv without -u mounts what it receives" "zfs recv without -u too"
 
-# 8. systemd: the socket passed (LISTEN_FDS) and readiness (NOTIFY_SOCKET)
+# 9. systemd: the socket passed (LISTEN_FDS) and readiness (NOTIFY_SOCKET)
 if command -v systemd-socket-activate >/dev/null; then
     conf
     port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -228,7 +241,7 @@ else
     fail "systemd-socket-activate is missing (scripts/deps.sh installs systemd)"
 fi
 
-# 9. 100 transfers in a row: no descriptor, process or memory left behind
+# 10. 100 transfers in a row: no descriptor, process or memory left behind
 conf
 serve
 fds=$(ls /proc/"$SPID"/fd | wc -l)
