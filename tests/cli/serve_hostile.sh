@@ -217,6 +217,7 @@ chmod 755 "$TMP/fds.sh" "$TMP/hold.sh"
   printf 'client alpha target fds -- %s/fds.sh\n' "$TMP"
   printf 'client alpha target env -- sh -c "cat >/dev/null; env >%s/out/env"\n' "$TMP"
   printf 'client alpha target hold -- %s/hold.sh %s/go\n' "$TMP" "$TMP"
+  printf 'client alpha target again -- sh -c "cat >%s/out/again"\n' "$TMP"
   printf 'client beta target one -o %s/out/beta-one\n' "$TMP"
   printf 'client beta target fail -- sh -c "cat >/dev/null; echo beta target failed here >&2; exit 3"\n'
   if [ "$(id -u)" -eq 0 ] && getent passwd nobody >/dev/null; then
@@ -442,6 +443,23 @@ fds_after=$(ls "/proc/$SPID/fd" | wc -l)
 ok "the service holds $fds_after descriptors, as before"
 [ -z "$(pgrep -P "$SPID")" ] || fail "processes left: $(pgrep -a -P "$SPID")"
 ok "no process is left"
+
+# a transfer whose connection is cut once comes back and resumes, as it
+# does to weir -I (issue 33: reconnecting and resuming work through the
+# service)
+gen "$TMP/mid" 20000000 random
+cut_proxy "$SPORT" 1 5M reset
+"$WEIR" -q --key-file "$TMP/a.key" -O "127.0.0.1:$PPORT" --target again --reconnect 30 \
+    -i "$TMP/mid" 2>"$TMP/again.err"
+st=$?
+kill "$PPID_" 2>/dev/null
+if [ "$st" -eq 0 ] && cmp -s "$TMP/mid" "$TMP/out/again"; then
+    ok "a transfer cut once resumes through the service"
+else
+    cat "$TMP/again.err" >&2
+    bug "a --reconnect transfer cut once: exit $st, the target holds $(stat -c %s "$TMP/out/again" 2>/dev/null || echo no) of 20000000 bytes (the service's listener offers no resuming: transfer.c listener_config has no .resume)"
+fi
+settled
 
 # SIGTERM during a transfer: its sender is told, nothing is silent
 rm -f "$TMP/go"
