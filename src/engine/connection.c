@@ -645,8 +645,10 @@ static int rejoin(struct output *o, double limit, uint64_t *at, bool *refused,
         if (session_greet_keyed(&o->session, ms, &o->halt, e))
             return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
         int rc = client_handshake(o, limit, e);
-        if (rc != STEP_OK)
+        if (rc != STEP_OK) {
+            *refused = rc == STEP_FAIL && errno == ECONNREFUSED;   /* told, in clear */
             return rc;
+        }
     } else {
         unsigned char g[CODEC_GREETING_SIZE];
         codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURE_RESUME);

@@ -624,6 +624,29 @@ static int seal_after(struct transport *t, struct tls_handshake *h, unsigned cha
     return rc;
 }
 
+/* A weir record where the receiver's handshake should be: a refusal it
+ * sent in clear after its greeting (a service, for a sender coming back to
+ * a transfer that is over).  True with *e (and errno ECONNREFUSED for an
+ * 'S'), false for TLS bytes. */
+static bool refused_instead(const unsigned char *in, size_t n, const char *name,
+                            struct weir_error *e)
+{
+    if (n < 8 || codec_get32(in) != CODEC_WEIR_MAGIC)
+        return false;   /* a TLS record begins 0x16 0x03 */
+    size_t len = codec_record_length(in);
+    struct codec_record r;
+    char why[96];
+    if (len > n || codec_parse_record(in, len, &r, why, sizeof why) || r.type != 'S' ||
+        r.code == 0) {
+        error_set(e, WEIR_EXIT_NETWORK, "%s: a weir record in place of the handshake", name);
+        errno = EPROTO;
+        return true;
+    }
+    error_set(e, WEIR_EXIT_NETWORK, "receiver: %s", r.msg);
+    errno = ECONNREFUSED;
+    return true;
+}
+
 int session_handshake(struct transport *t, struct tls_context *ctx, double limit,
                       uint64_t epoch_records, atomic_bool *stop, const char *label,
                       unsigned char *secret, size_t secretlen, struct weir_error *e)
@@ -658,13 +681,17 @@ int session_handshake(struct transport *t, struct tls_context *ctx, double limit
             break;
         }
         rc = read_flight(t, in, cap, &n, deadline, limit, stop, e);
+        if (rc == STEP_OK && refused_instead(in, n, t->name, e))
+            rc = STEP_FAIL;
     }
     if (rc == STEP_OK && label && tls_export_bytes(h, label, secret, secretlen, e))
         rc = STEP_FAIL;
     if (rc == STEP_OK)
         rc = seal_after(t, h, in, cap, epoch_records, e);
+    int why = errno;   /* ECONNREFUSED: the receiver refused in clear */
     tls_handshake_free(h);
     free(in);
     free(out);
+    errno = why;
     return rc;
 }

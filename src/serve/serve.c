@@ -286,20 +286,45 @@ static void wait_greeting(struct service *s, int fd, const char *peer)
     close(fd);   /* not reached: nwaiting counts the entries */
 }
 
-/* The transfer a sender's greeting names to come back to, or NULL. */
-static struct kid *routed(struct service *s, int fd)
+/* The route a sender's greeting names to come back to, or 0. */
+static uint32_t route_of(int fd)
 {
     unsigned char g[CODEC_GREETING_SIZE];
     struct codec_record r;
     char why[96];
     ssize_t n = recv(fd, g, sizeof g, MSG_PEEK | MSG_DONTWAIT);
     if (n != (ssize_t)sizeof g || codec_parse_record(g, sizeof g, &r, why, sizeof why) ||
-        r.type != 'G' || r.role != CODEC_ROLE_SENDER || r.route == 0)
-        return NULL;
+        r.type != 'G' || r.role != CODEC_ROLE_SENDER)
+        return 0;
+    return r.route;
+}
+
+static struct kid *routed(struct service *s, uint32_t route)
+{
     for (int i = 0; i < SERVE_KIDS_MAX; i++)
-        if (s->kids[i].pid && s->kids[i].claimed && s->kids[i].route == r.route)
+        if (s->kids[i].pid && s->kids[i].claimed && s->kids[i].route == route)
             return &s->kids[i];
     return NULL;
+}
+
+/* A sender came back to a transfer that is over: it is told so in place
+ * of the handshake (an 'S' record, as a listener refuses before it), so
+ * that it stops trying. */
+static void gone(struct service *s, int fd, const char *peer)
+{
+    static const char why[] = "the transfer this sender comes back to is over here (its "
+                              "process ended)";
+    unsigned char rec[CODEC_RECORD_MAX];
+    size_t n = codec_status(rec, WEIR_EXIT_NETWORK, 0, 0, why);
+    char junk[4096];
+    for (int i = 0; i < 4 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++)
+        ;   /* what it sent, read: a close with unread bytes would reset the answer away */
+    if (os_send(fd, rec, n, true) != (ssize_t)n)
+        log_msg(s->log, LOG_DEBUG, "connection from %s: cannot tell it: %s", peer,
+                strerror(errno));
+    (void)shutdown(fd, SHUT_WR);
+    close(fd);
+    log_msg(s->log, LOG_WARN, "refused connection from %s: %s", peer, why);
 }
 
 /* A waiting connection spoke (or closed): a sender coming back goes to
@@ -312,13 +337,16 @@ static void route_waiting(struct service *s, struct waiting *w)
     snprintf(peer, sizeof peer, "%s", w->peer);
     w->fd = -1;   /* the entry is free before a new process closes the others */
     s->nwaiting--;
-    struct kid *k = routed(s, fd);
+    uint32_t route = route_of(fd);
+    struct kid *k = route ? routed(s, route) : NULL;
     char probe;
     if (k && tcp_pass_fd(k->control, fd, peer, strlen(peer)) != 0)
         log_msg(s->log, LOG_WARN, "connection from %s: cannot hand it to its transfer: %s",
                 peer, strerror(errno));
     if (k)
         close(fd);
+    else if (route)
+        gone(s, fd, peer);
     else if (recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
         close(fd);   /* it closed without a word */
     else

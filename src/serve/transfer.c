@@ -5,6 +5,7 @@
  * target's file or command.  See serve_int.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <pwd.h>
@@ -185,7 +186,7 @@ int serve_transfer(const struct serve_child *c)
     /* the connections of a sender that comes back arrive on (a copy of) the
      * service's socket, which the listener closes unless the session may
      * resume */
-    struct tcp_listener l = {.fd = dup(c->control), .handoff = true};
+    struct tcp_listener l = {.fd = fcntl(c->control, F_DUPFD_CLOEXEC, 0), .handoff = true};
     snprintf(l.addr, sizeof l.addr, "%s", c->peer);
     struct listener_config cfg = {.tls = c->tls, .serve = true, .channel_fd = c->conn,
                                   .channel_greeted = true, .channel_name = c->peer,

@@ -128,7 +128,7 @@ settled() {
 # conf_refused FILE TEXT LABEL: the service refuses FILE at start with exit 2,
 # naming TEXT, and does not crash
 conf_refused() {
-    expect 2 "$3" "$WEIR" -q --serve "$1"
+    expect 2 "$3" timeout 10 "$WEIR" -q --serve "$1"
     has_msg "$TMP/err" "$2" "$3: says why"
 }
 
@@ -158,8 +158,8 @@ conf_refused "$TMP/c7" "c7:3: user no-such-user-here: no such user" "an unknown 
 conf_refused "$TMP/c8" "c8:3: client delta: no key of that name" "a client without a key"
 { base; printf 'client alpha target one -o relative/path\n'; } >"$TMP/c9"
 conf_refused "$TMP/c9" "c9:3: -o relative/path: not an absolute path" "a relative -o path"
-{ base; printf 'listen 127.0.0.1:0\nclient alpha target one -o /x\n'; } >"$TMP/c10"
-conf_refused "$TMP/c10" "c10:3: listen 127.0.0.1:0: not [ADDRESS:]PORT" "listen on port 0 is refused"
+{ base; printf 'listen 127.0.0.1:65536\nclient alpha target one -o /x\n'; } >"$TMP/c10"
+conf_refused "$TMP/c10" "c10:3: listen 127.0.0.1:65536: not [ADDRESS:]PORT" "listen on port 65536 is refused"
 
 # a carriage return separates words as a blank does (a CRLF file works);
 # between words it must not make the parser write past what it counted
@@ -377,7 +377,7 @@ ok "alpha's sender did not hear beta's failure"
 # a transfer's process killed: its sender fails, the service and the target go on
 rm -f "$TMP/go" "$TMP/out/held"
 BEGUN=$(holds)
-bg send "$TMP/a.key" hold -i "$TMP/in"
+bg send "$TMP/a.key" hold -i "$TMP/in" 2>"$TMP/killed.err"
 HPID=$BPID
 begun hold
 kid=""
@@ -391,6 +391,8 @@ kill -9 "$kid"
 wait_bounded "$HPID" 30
 [ "$STATUS" -ne 0 ] || fail "the sender of a killed transfer exited 0"
 ok "the sender of a killed transfer fails (exit $STATUS)"
+has_msg "$TMP/killed.err" "the transfer this sender comes back to is over here" \
+    "coming back, the sender is told its transfer is over"
 wait_for "$TMP/slog" "killed by signal 9" 10
 ok "the service logs the killed transfer"
 touch "$TMP/go"   # the killed transfer's target ends: its input is closed
