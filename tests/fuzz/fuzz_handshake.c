@@ -2,7 +2,8 @@
  * fuzz_handshake.c - libFuzzer target for the framing of an encrypted
  * connection's start, as a listener sees it: the sender's greeting (the one
  * record parser, codec_parse_record), the record after it when the bytes
- * make one (a header, a resume request, a session record), then the TLS handshake bytes through
+ * make one (a header, a resume request, a session record, a service's target
+ * record or route), then the TLS handshake bytes through
  * tls_step() (weir's own check of the TLS record headers, and OpenSSL's
  * parser behind it) with a fixed test key.  The first byte sets how many
  * bytes each step is given, so record boundaries fall everywhere.

@@ -162,5 +162,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "placer: %s\n", eof ? "end of connection" : err.msg);
         printf("%s\n", !eof && e == ETIMEDOUT ? "silent" : "closed");
     }
+    transport_close(&t, false, NULL, &err);
+    tls_context_free(ctx);
+    keyfile_free(&ring);
     return 0;
 }
