@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,10 +28,10 @@
 #include "link/listener.h"
 #include "os/os.h"
 #include "serve/serve_int.h"
+#include "serve/systemd.h"
 #include "transport/tcp.h"
 
 #define SERVE_TICK_MS 250
-#define SERVE_LISTEN_MAX 8
 #define SERVE_KIDS_MAX (SERVE_MAX_TRANSFERS + SERVE_PENDING_MAX)
 #define ACCEPT_BATCH 16
 
@@ -125,56 +124,9 @@ static struct loaded *load(const char *path, struct weir_log *log, struct weir_e
     return d;
 }
 
-/* ---- systemd: its sockets and its notifications ------------------------- */
-
-/* Say STATE to systemd when it asked to be told (NOTIFY_SOCKET). */
 static void notify(struct service *s, const char *state)
 {
-    const char *path = s->notify;
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    if ((path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof sun.sun_path)
-        return;
-    memcpy(sun.sun_path, path, strlen(path));
-    if (path[0] == '@')
-        sun.sun_path[0] = 0;   /* an abstract socket */
-    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
-    int fd = os_socket(AF_UNIX, SOCK_DGRAM, 0);
-    if (fd < 0 || sendto(fd, state, strlen(state), 0, (struct sockaddr *)&sun, len) < 0)
-        log_msg(s->log, LOG_WARN, "NOTIFY_SOCKET %s: cannot tell systemd '%s': %s", path,
-                state, strerror(errno));
-    if (fd >= 0)
-        close(fd);
-}
-
-/* The sockets systemd passed (LISTEN_PID is this process): 1 when there
- * are some, 0 when none, -1 with *err when one is not a listening socket. */
-static int take_activated(struct service *s, struct weir_error *err)
-{
-    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-    if (!pid || !fds || strtol(pid, NULL, 10) != (long)getpid())
-        return 0;
-    long n = strtol(fds, NULL, 10);
-    unsetenv("LISTEN_PID");
-    unsetenv("LISTEN_FDS");
-    unsetenv("LISTEN_FDNAMES");
-    if (n < 1 || n > SERVE_LISTEN_MAX)
-        return error_set(err, WEIR_EXIT_NETWORK, "LISTEN_FDS=%s: not 1 to %d sockets", fds,
-                         SERVE_LISTEN_MAX);
-    struct tcp_settings none = {0};
-    for (int fd = 3; fd < 3 + n; fd++) {
-        int listening = 0;
-        socklen_t len = sizeof listening;
-        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
-            return error_set(err, WEIR_EXIT_NETWORK, "LISTEN_FDS: descriptor %d is not a "
-                             "listening socket", fd);
-        if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 ||
-            tcp_listener_adopt(&none, fd, &s->l[s->nl], err))
-            return error_sys(err, WEIR_EXIT_NETWORK, errno, "LISTEN_FDS: descriptor %d", fd);
-        s->nl++;
-    }
-    s->activated = true;
-    return 1;
+    systemd_notify(s->notify, state, s->log);
 }
 
 static int listen_conf(struct service *s, const struct serve_conf *c, struct tcp_listener *l,
@@ -682,9 +634,10 @@ static int start(struct service *s, struct weir_error *err)
     unsetenv("NOTIFY_SOCKET");
     if (!(s->cur = load(s->path, s->log, err)))
         return -1;
-    int activated = take_activated(s, err);
+    int activated = systemd_sockets(s->l, SERVE_LISTEN_MAX, &s->nl, err);
     if (activated < 0)
         return -1;
+    s->activated = activated > 0;
     if (!activated && listen_conf(s, &s->cur->conf, &s->l[0], err) == 0)
         s->nl = 1;
     if (s->nl == 0)

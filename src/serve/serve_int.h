@@ -26,6 +26,7 @@
 #include "weir/log.h"
 
 #define SERVE_MSG_MAX 512
+#define SERVE_LISTEN_MAX 8      /* sockets systemd may pass */
 #define SERVE_CLAIM_SECS 10.0   /* the service answers a claim at once; bound it all the same */
 
 struct serve_child {
