@@ -10,7 +10,8 @@
 # cache), and times from the senders' start to the last one's exit; the
 # aggregate is 8 x SIZE over that time. The two sides run alternately
 # (A B A B ...) and the figures are medians; the ratio is the service's
-# aggregate over the separate receivers'. Every byte goes to /dev/null on
+# aggregate over the separate receivers', the median of the ratios of each
+# pair of runs. Every byte goes to /dev/null on
 # the receiving side; every transfer must exit 0.
 set -eu
 cd "$(dirname "$0")/.."
@@ -43,7 +44,7 @@ port_of() {   # port_of LOG: the port a "listening on" line names
         i=$((i + 1)); [ $i -gt 200 ] && { echo "no listening line in $1" >&2; exit 1; }
         sleep 0.05
     done
-    grep -o 'listening on [^:]*:[0-9]*' "$1" | head -n1 | grep -o '[0-9]*$'
+    grep -o 'listening on .*' "$1" | head -n1 | sed -E 's/^listening on (.*):([0-9]+).*/\2/'
 }
 
 # senders PORT...: eight senders at once (one port each, or one for all);
@@ -90,9 +91,15 @@ for r in $(seq 1 "$RUNS"); do
 done
 a=$(median <"$D/a")
 b=$(median <"$D/b")
+# the ratio pair by pair (each service run against the separate run after
+# it), so that drift in the machine's speed hits both sides of a pair
+ratio=$(paste "$D/b" "$D/a" | awk '{print $1 / $2}' | median)
 rate() { echo "$N * $bytes / $1 / 1048576" | bc -l | xargs printf '%.0f'; }
-echo "| case | seconds (median of $RUNS) | aggregate MiB/s | service / separate |"
+echo "| case | seconds (median of $RUNS) | aggregate MiB/s | service / separate (median of pairs) |"
 echo "|---|---|---|---|"
 printf '| %d x %s through one weir --serve | %.2f | %s | %.2f |\n' "$N" "$SIZE" "$a" \
-    "$(rate "$a")" "$(echo "$b / $a" | bc -l)"
+    "$(rate "$a")" "$ratio"
 printf '| %d x %s to %d weir -I | %.2f | %s | 1 |\n' "$N" "$SIZE" "$N" "$b" "$(rate "$b")"
+echo
+echo "runs (seconds), service: $(tr '\n' ' ' <"$D/a")"
+echo "runs (seconds), separate: $(tr '\n' ' ' <"$D/b")"
