@@ -6,7 +6,8 @@ pkgs=(meson ninja-build pkg-config gcc clang liblz4-dev libzstd-dev libxxhash-de
       lz4 zstd xxhash
       netcat-openbsd mbuffer pv socat iperf3 hyperfine valgrind libclang-rt-14-dev time
       procps iproute2 bc openssh-server openssh-client python3 python3-lz4
-      python3-zstandard libarchive-tools systemd)
+      python3-zstandard libarchive-tools systemd
+      debhelper dpkg-dev fakeroot lintian zsh)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

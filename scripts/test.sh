@@ -3,7 +3,8 @@
 # is "N passed, M failed"; it exits non-zero if anything failed.
 #
 #   scripts/test.sh           release build, the portable (POSIX) build, then
-#                             ASan+UBSan, TSan, valgrind and the macOS cross-compile
+#                             ASan+UBSan, TSan, valgrind, the macOS cross-compile
+#                             and the Debian package
 #   scripts/test.sh --quick   release build only
 #
 # It installs missing build dependencies first (scripts/deps.sh).
@@ -148,6 +149,16 @@ if ! $quick; then
     else
         grep -v ': ok$' cross.log | tail -n 40
         echo "test.sh: cross: some file does not compile for macOS"
+        failed=$((failed + 1))
+    fi
+    # the Debian package: builds, holds what it must, lintian-clean
+    echo "=== package (dpkg-buildpackage, lintian, completions)"
+    if bash tests/package.sh >package.log 2>&1; then
+        tail -n 1 package.log
+        passed=$((passed + 1))
+    else
+        tail -n 40 package.log
+        echo "test.sh: package: the Debian package failed a check"
         failed=$((failed + 1))
     fi
 fi
