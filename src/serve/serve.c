@@ -319,6 +319,26 @@ static void expire_waiting(struct service *s)
     }
 }
 
+/* Whether two peers ("host:port", "[v6]:port") are the same host. */
+static bool same_host(const char *a, const char *b)
+{
+    const char *ea = strrchr(a, ':'), *eb = strrchr(b, ':');
+    size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+    return la == lb && memcmp(a, b, la) == 0;
+}
+
+/* Connections from peer's host not yet admitted: waiting for a greeting,
+ * or in a process that has not claimed a transfer. */
+static int from_address(const struct service *s, const char *peer)
+{
+    int n = 0;
+    for (int i = 0; i < SERVE_PENDING_MAX; i++)
+        n += s->waiting[i].fd >= 0 && same_host(s->waiting[i].peer, peer);
+    for (int i = 0; i < SERVE_KIDS_MAX; i++)
+        n += s->kids[i].pid && !s->kids[i].claimed && same_host(s->kids[i].peer, peer);
+    return n;
+}
+
 static void accept_some(struct service *s, struct tcp_listener *l)
 {
     for (int i = 0; i < ACCEPT_BATCH; i++) {
@@ -337,6 +357,8 @@ static void accept_some(struct service *s, struct tcp_listener *l)
         size_t n = listener_serve_greeting(g);
         if (s->nwaiting >= SERVE_PENDING_MAX || s->pending >= SERVE_PENDING_MAX)
             crowd(s, fd, "too many connections are being admitted");
+        else if (from_address(s, peer) >= SERVE_PER_ADDRESS)
+            crowd(s, fd, "too many connections from one address are being admitted");
         else if (os_send(fd, g, n, true) != (ssize_t)n)
             close(fd);   /* it reset at once */
         else

@@ -11,8 +11,9 @@
  *
  *   - counts transfers: at most max-transfers at once, and one for each
  *     client and target; a sender beyond either is told it is busy;
- *   - keeps at most SERVE_PENDING_MAX connections being admitted; a crowd
- *     beyond that is closed unheard (and counted in the log);
+ *   - keeps at most SERVE_PENDING_MAX connections being admitted, at most
+ *     SERVE_PER_ADDRESS of them from one address; a crowd beyond that is
+ *     closed unheard (and counted in the log);
  *   - logs one line when a transfer starts and one when it ends (client,
  *     target, peer, bytes, seconds, rate, status);
  *   - on SIGHUP reads FILE and the keys again; a file or key that does not
@@ -34,6 +35,7 @@
 #include "weir/log.h"
 
 #define SERVE_PENDING_MAX 64
+#define SERVE_PER_ADDRESS 16   /* of them from one address */
 #define SERVE_STOP_SECS 60.0
 #define SERVE_KILL_SECS 10.0
 

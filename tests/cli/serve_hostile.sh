@@ -361,7 +361,7 @@ CPID=$!
 PIDS+=("$CPID")
 exec 9>"$TMP/crowdhold"
 wait_for "$TMP/crowd" "crowd ready" 20
-wait_for "$TMP/slog" "closed unheard: too many connections are being admitted" 10
+wait_for "$TMP/slog" "closed unheard: too many connections from one address" 10
 ok "the service logs the crowd it closes unheard"
 touch "$TMP/go"
 wait_bounded "$HPID" 30
