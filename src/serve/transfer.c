@@ -84,11 +84,15 @@ static int become(const struct serve_target *t, char *why, size_t len)
     struct passwd *pw = getpwnam(t->user);
     if (!pw)
         return snprintf(why, len, "user %s: no such user", t->user), -1;
-    if ((getuid() == pw->pw_uid && geteuid() == pw->pw_uid) ||
-        (initgroups(pw->pw_name, pw->pw_gid) == 0 && setgid(pw->pw_gid) == 0 &&
-         setuid(pw->pw_uid) == 0 && setuid(0) != 0))
-        return 0;
-    return snprintf(why, len, "user %s: cannot become it: %s", t->user, strerror(errno)), -1;
+    if (getuid() == pw->pw_uid && geteuid() == pw->pw_uid)
+        return 0;   /* the service's own */
+    if (initgroups(pw->pw_name, pw->pw_gid) != 0 || setgid(pw->pw_gid) != 0 ||
+        setuid(pw->pw_uid) != 0)
+        return snprintf(why, len, "user %s: cannot become it: %s", t->user, strerror(errno)),
+               -1;
+    if (pw->pw_uid != 0 && setuid(0) == 0)
+        return snprintf(why, len, "user %s: root could be taken back", t->user), -1;
+    return 0;
 }
 
 /* The receiving weir's words for the target: -I (taken by the admitted
