@@ -1,93 +1,161 @@
-# bash completion for weir(1): options, their values, files, and hosts from
-# ssh's known hosts for --ssh.
+# bash completion for weir(1): its options, their values (compression
+# levels, sizes, digests), files where an option takes a file, and for --ssh
+# the hosts in ssh's known hosts.  Installed as
+# /usr/share/bash-completion/completions/weir; sourcing it also works.
+#
+# Not offered, though weir's option table has them: the mbuffer options
+# that weir refuses (--tapeaware --append --direct --tcpbuffer -n -A -a -D
+# -t -u), those it takes and ignores (--no-direct -Q -0), and --ssh-server,
+# which only weir itself passes to the weir that ssh starts.
 
-# Host names in the known_hosts files (hashed lines are skipped).
+# Options with no value, with a value (after a space or an '='), and with
+# an optional value (only after an '=').
+_weir_flags="-f -q -v -e -4 -6 -z -d -h -V -H -c -L --help --version --raw
+    --stop-on-error --no-sync --decompress --md5 --pid --truncate --pull
+    --ssh-tunnel --ssh-direct --connect-back --sparse --link-test
+    --allow-link-test"
+_weir_valued="-i -o -I -O -m -s -b -P -p -r -R -l -T -W --bind --connect-timeout
+    --accept-timeout --timeout --reconnect --size --readahead --genkey
+    --key-id --key-file --target --serve --threads --hash --tcptimeo
+    --progress --interval --ssh --rsh --remote-weir --remote --remote-opts
+    --duration --parallel --sweep"
+_weir_optional="--compress --zstd --adapt"
+
+# The host names of ssh's known hosts files, one a line: the user's and the
+# system's.  Hashed entries (|1|...) hide their names and are skipped, as
+# are markers (@revoked, @cert-authority) and comments; [host]:port gives
+# host.
 _weir_known_hosts()
 {
-    local f line names
-    for f in "$HOME/.ssh/known_hosts" /etc/ssh/ssh_known_hosts; do
-        [ -r "$f" ] || continue
+    local file names name list IFS=$' \t\n'
+    for file in "$HOME/.ssh/known_hosts" /etc/ssh/ssh_known_hosts; do
+        [ -r "$file" ] || continue
         while read -r names _; do
-            case $names in ''|'#'*|'|'*|'@'*) continue ;; esac
-            local IFS=,
-            for line in $names; do
-                line=${line#[}
-                printf '%s\n' "${line%]:*}"
+            case $names in
+                '' | '#'* | '|'* | '@'*) continue ;;
+            esac
+            IFS=, read -r -a list <<<"$names"
+            for name in "${list[@]}"; do
+                case $name in
+                    '['*']:'*) name=${name#[}; name=${name%%]:*} ;;
+                esac
+                case $name in
+                    *'*'* | *'?'* | '!'*) ;;   # patterns name no one host
+                    *) printf '%s\n' "$name" ;;
+                esac
             done
-        done <"$f"
+        done <"$file"
     done
+}
+
+# _weir_reply PREFIX WORDS CUR: COMPREPLY gets the WORDS that start with
+# CUR, each with PREFIX before it
+_weir_reply()
+{
+    local found IFS=$' \t\n'
+    found=$(compgen -P "$1" -W "$2" -- "$3")
+    IFS=$'\n'
+    COMPREPLY=($found)
+}
+
+# _weir_value OPTION PREFIX CUR: complete the value of OPTION; PREFIX is what
+# the reply carries before the value ("--zstd=" when bash does not split
+# the word at the '=', else nothing)
+_weir_value()
+{
+    local opt=$1 prefix=$2 cur=$3 IFS=$'\n'
+    case $opt in
+        -i | -o | -l | --key-file | --genkey | --serve)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -P "$prefix" -f -- "$cur")) ;;
+        --ssh)
+            # [USER@]HOST: the user is kept, the host is completed
+            local user=
+            case $cur in *@*) user=${cur%%@*}@ cur=${cur#*@} ;; esac
+            _weir_reply "$prefix$user" "$(_weir_known_hosts | sort -u)" "$cur" ;;
+        --rsh)
+            COMPREPLY=($(compgen -P "$prefix" -c -- "$cur")) ;;
+        --compress)
+            # LZ4's levels; above 2 it is LZ4HC
+            _weir_reply "$prefix" "$(printf '%s\n' {1..12})" "$cur" ;;
+        --zstd)
+            # zstd's levels, and a few of its fast (negative) ones
+            _weir_reply "$prefix" "$(printf '%s\n' {1..19} -1 -3 -5 -10 -100)" "$cur" ;;
+        --adapt)
+            _weir_reply "$prefix" "-5:15 1:9 -5:3 3:19" "$cur" ;;
+        --hash)
+            _weir_reply "$prefix" "md5 sha1 sha224 sha256 sha384 sha512 sha3-256 sha3-512
+                blake2b512 blake2s256" "$cur" ;;
+        --progress)
+            _weir_reply "$prefix" "json json=" "$cur"
+            [ "${COMPREPLY[*]}" = "${prefix}json=" ] && compopt -o nospace 2>/dev/null ;;
+        --sweep)
+            _weir_reply "$prefix" "short full" "$cur" ;;
+        -T | --threads | --parallel)
+            _weir_reply "$prefix" "1 2 4 8 16" "$cur" ;;
+        -m | -s | --size | --readahead)
+            _weir_reply "$prefix" "64k 1M 4M 16M 64M 256M 512M 1G 4G" "$cur" ;;
+        *)
+            # addresses, ports, seconds, rates, names (--key-id, --target),
+            # remote commands: nothing to offer
+            COMPREPLY=() ;;
+    esac
 }
 
 _weir()
 {
-    local cur prev i
-    cur=${COMP_WORDS[COMP_CWORD]}
-    prev=${COMP_WORDS[COMP_CWORD - 1]}
+    local cur=${COMP_WORDS[COMP_CWORD]} prev= i
+    [ "$COMP_CWORD" -gt 0 ] && prev=${COMP_WORDS[COMP_CWORD - 1]}
     COMPREPLY=()
-    # after --, a command and its arguments
+
+    # after --: a command and its own arguments
     for ((i = 1; i < COMP_CWORD; i++)); do
-        if [ "${COMP_WORDS[i]}" = "--" ]; then
-            if [ $((i + 1)) -eq "$COMP_CWORD" ]; then
-                mapfile -t COMPREPLY < <(compgen -c -- "$cur")
-            else
-                mapfile -t COMPREPLY < <(compgen -f -- "$cur")
-            fi
-            return 0
+        [ "${COMP_WORDS[i]}" = -- ] || continue
+        if declare -F _command_offset >/dev/null; then
+            _command_offset $((i + 1))
+        elif [ $((i + 1)) -eq "$COMP_CWORD" ]; then
+            local IFS=$'\n'
+            COMPREPLY=($(compgen -c -- "$cur" | sort -u))
+        else
+            COMPREPLY=($(compgen -f -- "$cur"))
         fi
+        return 0
     done
-    case $prev in
-        -i|-o|-l|--key-file|--genkey|--serve)
-            mapfile -t COMPREPLY < <(compgen -f -- "$cur")
-            return 0 ;;
-        --ssh)
-            local user=
-            case $cur in *@*) user=${cur%%@*}@; cur=${cur#*@} ;; esac
-            mapfile -t COMPREPLY < <(compgen -P "$user" -W "$(_weir_known_hosts | sort -u)" -- "$cur")
-            return 0 ;;
-        --hash)
-            mapfile -t COMPREPLY < <(compgen -W "md5 sha1 sha224 sha256 sha384 sha512 sha3-256 sha3-512 blake2b512 blake2s256" -- "$cur")
-            return 0 ;;
-        --sweep)
-            mapfile -t COMPREPLY < <(compgen -W "short full" -- "$cur")
-            return 0 ;;
-        -T|--threads|--parallel)
-            mapfile -t COMPREPLY < <(compgen -W "1 2 4 8 16" -- "$cur")
-            return 0 ;;
-        -m|-s|--size|--readahead)
-            mapfile -t COMPREPLY < <(compgen -W "64k 1M 4M 16M 64M 256M 512M 1G 4G" -- "$cur")
-            return 0 ;;
-        -I|-O|-b|-P|-p|-r|-R|-W|--bind|--connect-timeout|--accept-timeout|\
-        --timeout|--reconnect|--key-id|--target|--remote|--remote-weir|--remote-opts|--rsh|\
-        --interval|--duration|--tcptimeo)
-            return 0 ;;
-    esac
-    case $cur in
-        --compress=*)
-            mapfile -t COMPREPLY < <(compgen -P "--compress=" -W "1 2 3 4 5 6 7 8 9 10 11 12" -- "${cur#*=}")
-            return 0 ;;
-        --zstd=*)
-            mapfile -t COMPREPLY < <(compgen -P "--zstd=" -W "-5 -1 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19" -- "${cur#*=}")
-            return 0 ;;
-        --adapt=*)
-            mapfile -t COMPREPLY < <(compgen -P "--adapt=" -W "-5:15 1:9 -5:3 3:19" -- "${cur#*=}")
-            return 0 ;;
-        --progress=*)
-            mapfile -t COMPREPLY < <(compgen -P "--progress=" -W "json json=2" -- "${cur#*=}")
-            return 0 ;;
-        -*)
-            local opts="-i -o -I -O -m -s -b -P -p -r -R -f -q -v -l -e -4 -6 -z -d -T -h -V -W -H
-                -c -L --help --version --bind --connect-timeout --accept-timeout
-                --timeout --reconnect --raw --size --readahead --stop-on-error --no-sync
-                --genkey --key-id --key-file --target --serve --compress --compress= --zstd
-                --zstd= --adapt --adapt= --decompress --threads --md5 --hash --pid
-                --truncate --tcptimeo --progress= --interval --ssh --rsh
-                --remote-weir --remote --pull --remote-opts --ssh-tunnel --ssh-direct
-                --connect-back --sparse --link-test --allow-link-test --duration --parallel
-                --sweep"
-            mapfile -t COMPREPLY < <(compgen -W "$opts" -- "$cur")
-            case ${COMPREPLY[*]} in *=) compopt -o nospace 2>/dev/null ;; esac
+
+    # --OPTION=VALUE: bash splits the word at the '=' (COMP_WORDBREAKS), so
+    # that the words are --zstd, =, 1 and only the value is replaced; when
+    # '=' is not a break, the word is whole and the reply carries --zstd=
+    if [ "$cur" = = ] && [[ $prev == --* ]]; then
+        _weir_value "$prev" "" ""
+        return 0
+    fi
+    if [ "$prev" = = ] && [ "$COMP_CWORD" -ge 2 ] && [[ ${COMP_WORDS[COMP_CWORD - 2]} == --* ]]; then
+        _weir_value "${COMP_WORDS[COMP_CWORD - 2]}" "" "$cur"
+        return 0
+    fi
+    if [[ $cur == --*=* ]]; then
+        _weir_value "${cur%%=*}" "${cur%%=*}=" "${cur#*=}"
+        return 0
+    fi
+
+    # the value of the option before this word
+    local valued
+    valued=$(echo $_weir_valued)
+    case " $valued " in
+        *" $prev "*)
+            _weir_value "$prev" "" "$cur"
             return 0 ;;
     esac
-    mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+
+    if [[ $cur == -* ]]; then
+        _weir_reply "" "$_weir_flags $_weir_valued $_weir_optional
+            $(printf '%s= ' $_weir_optional)" "$cur"
+        # --zstd= waits for its level
+        case ${COMPREPLY[*]} in *=) compopt -o nospace 2>/dev/null ;; esac
+        return 0
+    fi
+    compopt -o filenames 2>/dev/null
+    local IFS=$'\n'
+    COMPREPLY=($(compgen -f -- "$cur"))
 }
 complete -F _weir weir
