@@ -7,7 +7,7 @@ pkgs=(meson ninja-build pkg-config gcc clang liblz4-dev libzstd-dev libxxhash-de
       netcat-openbsd mbuffer pv socat iperf3 hyperfine valgrind libclang-rt-14-dev time
       procps iproute2 bc openssh-server openssh-client python3 python3-lz4
       python3-zstandard libarchive-tools systemd
-      debhelper dpkg-dev fakeroot lintian zsh)
+      debhelper dpkg-dev fakeroot lintian bash-completion zsh)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
