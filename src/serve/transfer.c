@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/io.h"
 #include "base/sync.h"
 #include "format/codec.h"
 #include "link/listener.h"
@@ -36,16 +37,8 @@ static void refuse(struct listener_admitted *a, const char *why)
     atomic_bool never = false;
     transport_sealed_last(&a->t);
     if (transport_write_all(&a->t, rec, n, 10000, &never) == 0 &&
-        shutdown(a->t.fd, SHUT_WR) == 0) {
-        double until = clock_now() + REFUSAL_DRAIN_MS / 1000.0;
-        char junk[16384];
-        for (double now = clock_now(); now < until; now = clock_now()) {
-            struct pollfd p = {.fd = a->t.fd, .events = POLLIN};
-            if (poll(&p, 1, (int)((until - now) * 1000) + 1) <= 0 ||
-                recv(a->t.fd, junk, sizeof junk, MSG_DONTWAIT) <= 0)
-                break;
-        }
-    }
+        shutdown(a->t.fd, SHUT_WR) == 0)
+        io_drain(a->t.fd, REFUSAL_DRAIN_MS / 1000.0);
     struct weir_error ignored;
     transport_close(&a->t, false, NULL, &ignored);
 }
