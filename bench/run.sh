@@ -4,6 +4,14 @@
 #   bench/run.sh                 2 GiB of data, 5 runs of each side
 #   SIZE=512M RUNS=3 bench/run.sh
 #   CASES="pipe lz4" bench/run.sh   only some cases
+#   OLD=<commit> bench/run.sh    every row against the weir built at <commit>
+#
+# With OLD set, every case that times weir against a reference times it
+# against the old weir running the same command instead (its listener too),
+# and the cases that print figures of their own (iperf3, CPU per GiB, RSS,
+# the link test, latency) print them for both, marked new and old: the
+# table's rows re-measured side by side, to show a change that should not
+# move them did not.
 #
 # Each case runs weir and its reference command alternately (A B A B ...),
 # because this machine is shared and its speed drifts; it reports the median
@@ -21,12 +29,22 @@ if [ ! -f build-bench/build.ninja ]; then
 fi
 ninja -C build-bench >/dev/null || exit 1
 W=$PWD/build-bench/weir
+NEWW=$W
+OLDW=
+if [ -n "${OLD:-}" ]; then
+    OLDT=$(mktemp -d "${TMPDIR:-/tmp}/weir-oldbench.XXXXXX")
+    git archive "$OLD" | tar -x -C "$OLDT" || exit 1
+    (cd "$OLDT" && meson setup build -Dbuildtype=release >/dev/null && ninja -C build weir >/dev/null) \
+        || { echo "run.sh: could not build $OLD" >&2; exit 1; }
+    OLDW=$OLDT/build/weir
+    echo "# old weir: $OLD ($(git log -1 --format='%h %s' "$OLD" | cut -c1-60))" >&2
+fi
 TT=$PWD/build-bench/tests/testtool
 bytes=$(numfmt --from=iec "$SIZE")
 D=$PWD/bench/data
 mkdir -p "$D"
 T=$(mktemp -d)
-trap 'pkill -P $$ 2>/dev/null; bash tests/tools/sshd.sh stop "$T/sshd" 2>/dev/null; rm -rf "$T"' EXIT
+trap 'pkill -P $$ 2>/dev/null; bash tests/tools/sshd.sh stop "$T/sshd" 2>/dev/null; rm -rf "$T" ${OLDT:+"$OLDT"}' EXIT
 # a throwaway sshd on loopback for the ssh references
 case " $CASES " in
 *" enc_"* | *" ssh_"*)
@@ -87,9 +105,11 @@ start_weir_listener() {
 run_case() {   # run_case NAME TARGET_TEXT
     local name=$1 target=$2 i
     : >"$T/a"; : >"$T/b"; : >"$T/ra"; : >"$T/rb"
+    [ -n "$OLDW" ] && target="≈ 1.00" && name="$name: new weir vs old weir, same command"
     for i in $(seq "$RUNS"); do
         prep_a; timed "$A" >>"$T/a"; wait; receiver_cpu >>"$T/ra"
-        prep_b; timed "$B" >>"$T/b"; wait; receiver_cpu >>"$T/rb"
+        if [ -n "$OLDW" ]; then prep_old; else prep_b; fi
+        timed "$B" >>"$T/b"; wait; receiver_cpu >>"$T/rb"
     done
     local ta tb ra ca ci rc=""
     ta=$(cut -d' ' -f1 "$T/a" | median)
@@ -108,6 +128,17 @@ run_case() {   # run_case NAME TARGET_TEXT
         'BEGIN { printf "| %s | %.2f s | %.2f s | **%.2f** (%s) | %s | %.0f MiB, %.1f s%s |\n",
                  ENVIRON["NAME"], ta, tb, ta / tb, ENVIRON["CI"], ENVIRON["TARGET"], ra / 1024, ca,
                  ENVIRON["RC"] }' </dev/null
+}
+
+# prep_old: with OLD, the reference is A's command run by the old weir
+# (prep_a's listener too)
+prep_old() {
+    local keep=$A
+    W=$OLDW
+    prep_a
+    B=${A//$NEWW/$OLDW}
+    W=$NEWW
+    A=$keep
 }
 
 # receiver_cpu: the CPU seconds of the last listener started under RCPU
@@ -166,7 +197,8 @@ PY
 
 echo "| case ($SIZE, median of $RUNS) | weir | reference | ratio (95% interval) | target | weir peak RSS, CPU |"
 echo "|---|---|---|---|---|---|"
-for c in $CASES; do
+one_case() {
+    local c=$1
     case $c in
     pipe)
         prep_a() { :; }; prep_b() { :; }
@@ -400,5 +432,18 @@ for c in $CASES; do
         lc=$("$TT" latency 50 cat)
         printf '| first line out after it went in (median of 50) | %s µs | %s µs (cat) | | ≤ 10 ms | |\n' \
             "$lw" "$lc" ;;
+    esac
+}
+
+for c in $CASES; do
+    case "${OLDW:+old} $c" in
+    "old posix") echo "# posix: no old-weir form" >&2 ;;
+    "old tcp_iperf" | "old enc_cpu" | "old rss" | "old link" | "old latency")
+        # figures of their own: for the new weir, then the old
+        one_case "$c" | sed 's/^| /| new: /'
+        W=$OLDW
+        one_case "$c" | sed 's/^| /| old: /'
+        W=$NEWW ;;
+    *) one_case "$c" ;;
     esac
 done
