@@ -1,9 +1,12 @@
 /*
- * connection.c - an output's connection to a weir receiver: opening it
- * (connecting, the greeting, the keyed handshake, the session's name),
- * the back channel that hears keepalives and the answer, the raw
- * confirmation, and reconnecting: everything about a reconnect, in one
- * place.  See writer_int.h.
+ * connection.c - an output's connection to a weir receiver, as the engine
+ * drives it: connecting, what resuming keeps (the marks and the hold are
+ * the buffer's), the stream's beginning, waiting for the answer, the raw
+ * confirmation, and the reconnect loop.  What the two weirs say to each
+ * other is the link layer's: the terms and the handshake, the session's
+ * name and rejoining it (link/sender.h), the receiver's records and its
+ * answer (link/backchannel.h), whose owner this file registers.  See
+ * writer_int.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,257 +24,74 @@
 #include "format/codec.h"
 #include "format/sparse.h"
 
+#include "link/sender.h"
+
 #include "engine/writer_int.h"
 
-/* ---- the receiver's keepalives and answer ---------------------------------- */
+/* ---- the receiver's keepalives and answer (link/backchannel.h) ------------ */
 
-static int map_receiver_status(int code)
+static void bc_confirmed_locked(void *ctx, uint64_t held)
 {
-    /* its output failing or the data arriving corrupt keep their meaning;
-     * anything else is, from here, a failure of the far end */
-    return code == WEIR_EXIT_OUTPUT || code == WEIR_EXIT_INTEGRITY ? code : WEIR_EXIT_NETWORK;
+    confirmed_locked(ctx, held);
 }
 
-/* The receiver's failure, in its own words: "receiver: ...", or with
- * several -O "receiver HOST:PORT: ...", so that one can tell which.
- * STEP_FAIL. */
-static int receiver_failed(struct output *o, int code, const char *msg, struct weir_error *e)
+static void bc_unnamed_locked(void *ctx)
 {
+    struct output *o = ctx;
+    if (o->may_resume)
+        give_up_resuming_locked(o);
+}
+
+static void bc_failed(void *ctx, const struct weir_error *e)
+{
+    output_fail(ctx, e);
+}
+
+void connection_init(struct output *o)
+{
+    struct pipeline *p = o->p;
+    o->bc.own = (struct backchannel_owner){
+        .lock = &p->lock, .cv = &p->ring.data_cv, .ctx = o,
+        .on_thread = thread_unblock_wake, .on_confirmed = bc_confirmed_locked,
+        .on_unnamed = bc_unnamed_locked, .on_failure = bc_failed};
+    o->bc.t = &o->t;
+    o->bc.halt = &o->halt;
     int tcp = 0;
-    for (int i = 0; i < o->p->nout; i++)
-        tcp += o->p->out[i].spec->kind == WEIR_OUT_TCP;
-    const char *who = strncmp(o->t.name, "output ", 7) == 0 ? o->t.name + 7 : o->t.name;
-    if (tcp > 1)
-        error_set(e, map_receiver_status(code), "receiver %s: %s", who, msg);
-    else
-        error_set(e, map_receiver_status(code), "receiver: %s", msg);
-    return STEP_FAIL;
+    for (int i = 0; i < p->cfg->noutputs; i++)
+        tcp += p->cfg->outputs[i].kind == WEIR_OUT_TCP;
+    o->bc.several = tcp > 1;
 }
 
-/* Take in one record from the receiver; STEP_OK to read on. */
-static int heard(struct output *o, const struct codec_record *r, struct weir_error *e)
+/* What this sender asks of its receiver (link/sender.h). */
+static struct sender_terms terms(const struct output *o)
 {
-    struct pipeline *p = o->p;
-    sync_lock(&p->lock);
-    o->last_heard = clock_now();
-    if (r->type == 'C' && o->resumable) {
-        confirmed_locked(o, r->bytes);
-    } else if (r->type == 'K') {
-        /* a receiver that can resume names the session before anything else */
-        if (o->may_resume && !o->resumable)
-            give_up_resuming_locked(o);
-        o->peer_written = r->bytes;
-        o->peer_phase = r->phase;
-    } else if (r->type == 'S' && r->code == 0 && !o->ended) {
-        /* success before the trailer was sent cannot be true */
-        sync_unlock(&p->lock);
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver answered success before the "
-                         "stream ended", o->t.name), STEP_FAIL;
-    } else if (r->type == 'S') {
-        o->status_code = r->code;
-        o->status_bytes = r->bytes;
-        o->status_chain = r->chain;
-        snprintf(o->status_msg, sizeof o->status_msg, "%s", r->msg);
-        o->status_received = true;
-        sync_broadcast(&p->ring.data_cv);
-    }
-    bool session_record = r->type == 'C' && o->resumable;
-    sync_unlock(&p->lock);
-    if (r->type == 'K' || session_record)
-        return STEP_OK;
-    if (r->type != 'S')
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver",
-                         o->t.name, r->type), STEP_FAIL;
-    if (r->code != 0)
-        return receiver_failed(o, r->code, r->msg, e);
-    return STEP_STOP;   /* the answer is in: nothing more to read */
-}
-
-void *backchannel_main(void *arg)
-{
-    struct output *o = arg;
-    struct pipeline *p = o->p;
-    struct weir_error e;
-    thread_unblock_wake();
-    int rc;
-    bool lost = false;   /* the connection broke under a session that may resume */
-    do {
-        unsigned char raw[CODEC_RECORD_MAX];
-        struct codec_record r;
-        size_t got;
-        bool eof;
-        sync_lock(&p->lock);
-        bool resumable = o->resumable;
-        sync_unlock(&p->lock);
-        /* a receiver that may resume keeps talking; its silence is a break */
-        int limit = resumable ? (int)(RESUME_SILENCE_SECS * 1000) : -1;
-        if (session_read_record(&o->t, limit, &o->halt, &r, raw, &got, &eof, &e) == 0) {
-            rc = heard(o, &r, &e);
-            continue;
-        }
-        rc = STEP_FAIL;
-        int err = errno;
-        lost = resumable && !atomic_load(&o->halt) &&
-               (eof || (got < 8 && breaks_connection(err)));
-        if (lost) {
-            sync_lock(&p->lock);
-            if (!o->broken) {
-                o->broken = true;
-                if (eof)
-                    snprintf(o->broken_why, sizeof o->broken_why, "the receiver's end closed it");
-                else if (err == ETIMEDOUT)
-                    snprintf(o->broken_why, sizeof o->broken_why, "the receiver said nothing "
-                             "for %g s", RESUME_SILENCE_SECS);
-                else
-                    snprintf(o->broken_why, sizeof o->broken_why, "%s", strerror(err));
-            }
-            sync_unlock(&p->lock);
-        }
-    } while (rc == STEP_OK);
-    sync_lock(&p->lock);
-    bool answered = o->status_received && o->status_code == 0;
-    sync_unlock(&p->lock);
-    if (rc == STEP_FAIL && atomic_load(&o->halt) && !o->status_received)
-        rc = STEP_STOP;   /* this side is stopping anyway */
-    if (lost) {
-        shutdown(o->t.fd, SHUT_RDWR);   /* wakes the writer, which reconnects */
-    } else if (rc == STEP_FAIL && !answered) {
-        output_fail(o, &e);
-        shutdown(o->t.fd, SHUT_RDWR);   /* wakes the writer out of send() */
-    }
-    sync_lock(&p->lock);
-    o->bc_running = false;
-    sync_broadcast(&p->ring.data_cv);
-    sync_unlock(&p->lock);
-    return NULL;
-}
-
-/* Created under the lock: the main thread wakes a running back channel by
- * its thread id (kick_threads), which must be the new thread's from the
- * moment bc_running says so (it used to be set first, and a SIGINT in
- * between had the main thread signal an id not yet written: EINVAL, abort) */
-static int start_backchannel(struct output *o, struct weir_error *e)
-{
-    sync_lock(&o->p->lock);
-    o->bc_running = true;
-    int rc = sync_create(&o->backchannel, backchannel_main, o, e);
-    if (rc)
-        o->bc_running = false;
-    sync_unlock(&o->p->lock);
-    if (rc)
-        return STEP_FAIL;
-    o->has_backchannel = true;
-    return STEP_OK;
-}
-
-/* Tell a receiver that waits for it that its answer (bytes, chain) was
- * read, then end this direction: the 'D' is its last record.  A 'D' that
- * cannot go leaves the receiver waiting for this sender to come back, as
- * for an answer lost; this end's verdict stands either way. */
-static void say_read(struct output *o, uint64_t bytes, uint64_t chain)
-{
-    if (!says_read(o))
-        return;
-    unsigned char d[CODEC_SESSION_SIZE];
-    size_t n = codec_done(d, bytes, chain);
-    if (o->t.sealed)
-        transport_sealed_last(&o->t);
-    struct weir_error ignored;
-    if (transport_write_all(&o->t, d, n, io_timeout_ms(o->p, &o->t), &o->halt) == 0)
-        (void)o->t.ops->half_close(&o->t, &ignored);
-}
-
-/* After the last byte: end the stream and wait for the receiver's verdict.
- * --timeout bounds the silence, not the wait: a receiver draining into a
- * slow consumer keeps saying so.  A receiver that waits for this sender's
- * word ('D') gets no end of file before it: the trailer ended the stream. */
-/* Wait (lock held) until the back channel has the receiver's answer, the
- * output must stop, or the receiver is silent for limit seconds (0: for
- * ever); true when it fell silent. */
-static bool wait_for_answer_locked(struct output *o, double limit)
-{
-    struct pipeline *p = o->p;
-    o->awaiting = true;
-    if (!(o->session.peer_features & CODEC_FEATURE_KEEPALIVE))
-        o->last_heard = clock_now();   /* a receiver without keepalives: bound the wait */
-    bool timed_out = false;
-    while (!o->status_received && !o->dead && !atomic_load(&o->halt) && o->bc_running) {
-        if (limit <= 0) {
-            sync_wait(&p->ring.data_cv, &p->lock);
-            continue;
-        }
-        double left = o->last_heard + limit - clock_now();
-        if (left <= 0) {
-            timed_out = true;
-            break;
-        }
-        struct timespec deadline = clock_deadline(left);
-        sync_wait_until(&p->ring.data_cv, &p->lock, &deadline);
-    }
-    o->awaiting = false;
-    if (timed_out && !o->status_received && o->resumable && !o->broken) {
-        /* a receiver that may resume keeps talking: its silence is a
-         * break (a black hole that swallowed the end of the stream), as the
-         * back channel takes it, not its answer lost */
-        o->broken = true;
-        snprintf(o->broken_why, sizeof o->broken_why, "the receiver said nothing for %g s "
-                 "after the stream's end", limit);
-    }
-    return timed_out;
-}
-
-/* A success answer holds only for this stream: its chain and its count. */
-static int answer_matches(struct output *o, uint64_t acked, uint64_t chain,
-                          struct weir_error *e)
-{
-    struct pipeline *p = o->p;
-    uint64_t sent = o->session.frame ? session_framed_bytes(&o->session) : p->data_bytes;
-    sync_lock(&p->lock);
-    uint64_t mine = o->session.frame ? session_framed_chain(&o->session) : p->chain;
-    sync_unlock(&p->lock);
-    /* the chain binds the answer to this stream: a receiver that did not
-     * verify it (or an answer sent before it arrived) cannot know it */
-    if (chain != mine)
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver's answer is for another "
-                         "stream (its chain differs)", o->t.name), STEP_FAIL;
-    if (acked != sent)
-        return error_set(e, WEIR_EXIT_NETWORK,
-                         "%s: the receiver confirmed %llu bytes, but %llu were sent",
-                         o->t.name, (unsigned long long)acked, (unsigned long long)sent),
-               STEP_FAIL;
-    return STEP_OK;
+    const struct pipeline *p = o->p;
+    return (struct sender_terms){.keyed = p->keyed, .tls = p->tls_client,
+                                 .epoch_records = p->cfg->epoch_records, .zstd = p->zstd,
+                                 .target = p->cfg->target};
 }
 
 int await_answer(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
     if (!says_read(o) && o->t.ops->half_close(&o->t, e)) {
-        if (breaks_connection(errno))
+        if (backchannel_breaks(errno))
             (void)write_error(o, e, "shutdown");   /* a break: it may resume */
         return STEP_FAIL;
     }
     double limit = p->cfg->tcp.io_timeout;
     if (limit > 0 && limit < CODEC_SILENCE_MIN)
         limit = CODEC_SILENCE_MIN;
+    int rc = backchannel_await(&o->bc, &o->session, limit, &o->dead, &o->awaiting,
+                               io_timeout_ms(p, &o->t), e);
+    if (rc != STEP_OK)
+        return rc;
+    /* a success answer holds only for this stream: its chain and its count */
+    uint64_t sent = o->session.frame ? session_framed_bytes(&o->session) : p->data_bytes;
     sync_lock(&p->lock);
-    bool timed_out = wait_for_answer_locked(o, limit);
-    bool received = o->status_received, broken = o->broken;
-    int code = o->status_code;
-    uint64_t acked = o->status_bytes, chain = o->status_chain;
+    uint64_t mine = o->session.frame ? session_framed_chain(&o->session) : p->chain;
     sync_unlock(&p->lock);
-    if (received)
-        say_read(o, acked, chain);
-    if (!received && broken)
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke before the receiver "
-                         "answered (%s)", o->t.name, o->broken_why), STEP_FAIL;
-    if (received && code != 0)
-        return receiver_failed(o, code, o->status_msg, e);
-    if (!received && timed_out)
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver fell silent for %g s "
-                         "before it answered", o->t.name, limit), STEP_FAIL;
-    if (!received)
-        return STEP_STOP;   /* stopping, or the back channel has reported the failure */
-    return answer_matches(o, acked, chain, e);
+    return backchannel_check(&o->bc, sent, mine, e);
 }
 
 /* A --raw sender cannot know that its data arrived, but it can know that
@@ -317,41 +137,6 @@ int raw_confirm(struct output *o, struct weir_error *e)
     }
 }
 
-/* Whether the two ends agree on encryption (a sender with a key never
- * sends in clear, and one without cannot talk to a receiver that has one)
- * and the receiver reads zstd for --zstd. */
-static int check_keys(struct output *o, struct weir_error *e)
-{
-    bool theirs = o->session.peer_features & CODEC_FEATURE_KEY;
-    if (o->p->keyed && !theirs)
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver has no key: refusing to send "
-                         "in clear (give it --key-file as well)", o->t.name), STEP_FAIL;
-    if (!o->p->keyed && theirs)
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver takes only encrypted "
-                         "connections: give this weir its key (--key-file)", o->t.name),
-               STEP_FAIL;
-    if (codec_keyed_older(o->session.peer_features))
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver has a key, but "
-                         CODEC_OLDER_KEYED, o->t.name), STEP_FAIL;
-    if (o->p->zstd && !(o->session.peer_features & CODEC_FEATURE_ZSTD))
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver (an older weir) reads no "
-                         "zstd streams: upgrade it, or send with -z", o->t.name), STEP_FAIL;
-    if (o->p->cfg->target && !(o->session.peer_features & CODEC_FEATURE_SERVE))
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: --target %s: the receiver is not a "
-                         "service (weir --serve), so it has no targets", o->t.name,
-                         o->p->cfg->target), STEP_FAIL;
-    return STEP_OK;
-}
-
-/* The sender's half of the TLS handshake, by a deadline; then the
- * connection carries sealed records. */
-static int client_handshake(struct output *o, double limit, struct weir_error *e)
-{
-    struct pipeline *p = o->p;
-    return session_handshake(&o->t, p->tls_client, limit, p->cfg->epoch_records, &o->halt,
-                             NULL, NULL, 0, e);
-}
-
 /* Both ends may resume: from the stream's first byte on, what the
  * receiver has not confirmed stays in the buffer (the hold cursor) and
  * the records' starts are noted; where the receiver was reached is kept,
@@ -390,41 +175,6 @@ static int keep_for_resuming(struct output *o, struct weir_error *e)
         ring_cursor_place_locked(&p->ring, &o->hold, o->cur.seq, o->cur.off, o->cur.bytes,
                                  o->cur.holes, true);
     sync_unlock(&p->lock);
-    return STEP_OK;
-}
-
-/* The receiver's first record after the stream header: the session's
- * name ('N'), or why it refused the stream ('S'). */
-static int hear_session_name(struct output *o, double limit, struct weir_error *e)
-{
-    unsigned char raw[CODEC_RECORD_MAX];
-    struct codec_record r;
-    size_t got;
-    bool eof;
-    if (session_read_record(&o->t, (int)(limit * 1000) + 1, &o->halt, &r, raw, &got, &eof, e)) {
-        if (atomic_load(&o->halt))
-            return STEP_STOP;
-        if (errno == ETIMEDOUT)
-            error_set(e, WEIR_EXIT_NETWORK, "%s: the receiver did not name the session within "
-                      "%g s of the stream's header (a break this early cannot be resumed)",
-                      o->t.name, limit);
-        else if (!eof && got == 0 && breaks_connection(errno))
-            error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke before the receiver "
-                      "named the session (%s; a break this early cannot be resumed)", o->t.name,
-                      strerror(errno));
-        return STEP_FAIL;
-    }
-    if (r.type == 'S' && r.code != 0)
-        return receiver_failed(o, r.code, r.msg, e);
-    if (r.type != 'N')
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver "
-                         "(it did not name the session)", o->t.name, r.type), STEP_FAIL;
-    sync_lock(&o->p->lock);
-    memcpy(o->token, r.token, sizeof o->token);
-    o->route = r.route;
-    o->resumable = true;
-    sync_unlock(&o->p->lock);
-    OPENSSL_cleanse(raw, sizeof raw);
     return STEP_OK;
 }
 
@@ -487,20 +237,16 @@ static int hear_receiver(struct output *o, double limit, uint32_t block_max, boo
 static int meet_receiver(struct output *o, double limit, struct weir_error *e)
 {
     struct pipeline *p = o->p;
-    int rc = check_keys(o, e);
-    if (rc == STEP_OK && p->keyed &&
-        session_greet_keyed(&o->session, io_timeout_ms(p, &o->t), &o->halt, e))
-        rc = errno == ECANCELED ? STEP_STOP : STEP_FAIL;
-    if (rc == STEP_OK && p->keyed)
-        rc = client_handshake(o, limit, e);
+    struct sender_terms k = terms(o);
+    int rc = sender_meet(&o->session, &o->bc, &k, limit, io_timeout_ms(p, &o->t), e);
     if (rc == STEP_OK && o->session.resume && (o->session.peer_features & CODEC_FEATURE_RESUME))
         rc = keep_for_resuming(o, e);
     if (rc != STEP_OK)
         return rc;
     sync_lock(&p->lock);
-    o->last_heard = clock_now();
+    o->bc.last_heard = clock_now();
     sync_unlock(&p->lock);
-    if (!o->may_resume && start_backchannel(o, e))
+    if (!o->may_resume && backchannel_start(&o->bc, e))
         return STEP_FAIL;
     return STEP_OK;
 }
@@ -521,10 +267,10 @@ static int begin_stream(struct output *o, double limit, struct weir_error *e)
     if (o->may_resume) {
         /* the receiver names the session as it admits the stream: known
          * before a byte of data goes, a break can always be resumed */
-        int rc = hear_session_name(o, limit, e);
+        int rc = sender_hear_name(&o->bc, limit, e);
         if (rc != STEP_OK)
             return rc;
-        if (start_backchannel(o, e))
+        if (backchannel_start(&o->bc, e))
             return STEP_FAIL;
     }
     plan_holes(o);
@@ -578,7 +324,7 @@ bool connection_broke(struct output *o)
 {
     struct pipeline *p = o->p;
     sync_lock(&p->lock);
-    bool broke = o->resumable && o->broken && !o->dead && !o->status_received &&
+    bool broke = o->bc.resumable && o->bc.broken && !o->dead && !o->bc.answered &&
                  !atomic_load(&o->halt) && p->cfg->reconnect > 0;
     sync_unlock(&p->lock);
     return broke;
@@ -593,12 +339,7 @@ void let_go(struct output *o)
      * the whole stream must not take its end for the sender having the
      * answer (reader_answer_home) */
     o->t.ops->abort(&o->t);
-    if (o->has_backchannel) {
-        if (o->t.fd >= 0)
-            shutdown(o->t.fd, SHUT_RD);   /* wakes the back channel, sends nothing */
-        sync_join(o->backchannel);
-        o->has_backchannel = false;
-    }
+    backchannel_stop(&o->bc);
     sync_lock(&p->lock);
     for (;;) {
         bool sealing = false;
@@ -613,60 +354,6 @@ void let_go(struct output *o)
     struct weir_error ignored;
     transport_close(&o->t, false, &o->halt, &ignored);
     transport_none(&o->t);
-}
-
-/* One attempt on a new connection (o->t): the receiver's greeting, ours
- * (with a key, the handshake), the request to resume the session; *at is
- * where the receiver stopped.  *refused: the receiver said no, and will
- * not say yes later. */
-static int rejoin(struct output *o, double limit, uint64_t *at, bool *refused,
-                  struct weir_error *e)
-{
-    struct pipeline *p = o->p;
-    *refused = false;
-    o->session.greeted = false;
-    o->session.rejoining = true;
-    if (session_read_greeting(&o->session, limit, &o->halt, e))
-        return atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;   /* busy: tried again */
-    if (!(o->session.peer_features & CODEC_FEATURE_RESUME)) {
-        *refused = true;
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: another receiver answers there now (it "
-                         "does not resume)", o->t.name), STEP_FAIL;
-    }
-    if (check_keys(o, e) != STEP_OK) {
-        *refused = true;   /* e says how its keys differ: another receiver too */
-        return STEP_FAIL;
-    }
-    int ms = (int)(limit * 1000) + 1;
-    if (p->keyed) {
-        sync_lock(&p->lock);
-        o->session.route = o->route;   /* a service hands it to the session's process */
-        sync_unlock(&p->lock);
-        if (session_greet_keyed(&o->session, ms, &o->halt, e))
-            return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
-        int rc = client_handshake(o, limit, e);
-        if (rc != STEP_OK) {
-            *refused = rc == STEP_FAIL && errno == ECONNREFUSED;   /* told, in clear */
-            return rc;
-        }
-    } else {
-        unsigned char g[CODEC_GREETING_SIZE];
-        codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURE_RESUME);
-        if (transport_write_all(&o->t, g, sizeof g, ms, &o->halt))
-            return errno == ECANCELED ? STEP_STOP
-                   : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", o->t.name), STEP_FAIL);
-    }
-    unsigned char token[CODEC_TOKEN_SIZE];
-    sync_lock(&p->lock);
-    memcpy(token, o->token, sizeof token);
-    sync_unlock(&p->lock);
-    int rc = session_rejoin(&o->session, token, limit, &o->halt, at, refused, e);
-    OPENSSL_cleanse(token, sizeof token);
-    if (rc && *refused && strstr(e->msg, LISTENER_BUSY))
-        *refused = false;   /* it had not seen the break yet: try again */
-    if (rc)
-        return errno == ECANCELED && atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
-    return STEP_OK;
 }
 
 /* Sleep up to secs, or until this output must stop. */
@@ -699,7 +386,7 @@ static void break_begins(struct output *o, struct break_state *b)
 {
     struct pipeline *p = o->p;
     sync_lock(&p->lock);
-    snprintf(b->cause, sizeof b->cause, "%s", o->broken_why);
+    snprintf(b->cause, sizeof b->cause, "%s", o->bc.broken_why);
     b->confirmed = o->confirmed;
     b->since = clock_now();
     o->gap_since = b->since;
@@ -729,7 +416,7 @@ static int dial_again(struct output *o, struct break_state *b, double limit, int
     if (err == ECANCELED)
         return STEP_STOP;
     if (err == ECONNREFUSED) {
-        bool all = o->ended && b->confirmed >= o->session.sent;
+        bool all = o->bc.ended && b->confirmed >= o->session.sent;
         return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
                          "receiver refuses a new one: it is gone; it had confirmed %llu bytes "
                          "of the stream%s", o->name, b->cause, (unsigned long long)b->confirmed,
@@ -755,7 +442,8 @@ static int rejoin_on(struct output *o, struct break_state *b, int fd, double lim
     sync_unlock(&p->lock);
     bool refused;
     struct weir_error why;
-    int rc = rejoin(o, limit, at, &refused, &why);
+    struct sender_terms k = terms(o);
+    int rc = sender_rejoin(&o->session, &o->bc, &k, limit, at, &refused, &why);
     if (rc == STEP_OK)
         return STEP_OK;
     struct weir_error ignored;
@@ -815,16 +503,16 @@ int reconnect(struct output *o, struct weir_error *e)
     o->gap_since = 0;
     if (rc == STEP_OK) {
         o->reconnections++;
-        o->broken = false;
+        o->bc.broken = false;
         o->state = STATS_OUT_WRITING;
-        o->last_heard = clock_now();
+        o->bc.last_heard = clock_now();
     }
     sync_unlock(&p->lock);
     if (rc != STEP_OK)
         return rc;
     log_msg(p->log, LOG_WARN, "%s: reconnected after %.1f s; resuming at byte %llu of the "
             "stream", o->name, clock_now() - b.since, (unsigned long long)at);
-    if (start_backchannel(o, e))
+    if (backchannel_start(&o->bc, e))
         return STEP_FAIL;
     return resume_at(o, at, e);
 }

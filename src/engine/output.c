@@ -22,27 +22,16 @@
 
 #include "engine/writer_int.h"
 
-/* Whether a failed socket operation (err) broke the connection, which a
- * resumable session survives. */
-bool breaks_connection(int err)
-{
-    return err == EPIPE || err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN ||
-           err == ECONNABORTED || err == EHOSTUNREACH || err == ENETUNREACH ||
-           err == ENETDOWN || err == EHOSTDOWN;
-}
-
 int write_error(struct output *o, struct weir_error *e, const char *what)
 {
     if (errno == ECANCELED)
         return STEP_STOP;
-    if (o->t.is_socket && breaks_connection(errno)) {
+    if (o->t.is_socket && backchannel_breaks(errno)) {
+        int err = errno;
         sync_lock(&o->p->lock);
-        if (!o->broken) {
-            o->broken = true;
-            snprintf(o->broken_why, sizeof o->broken_why, "%s",
-                     errno == ETIMEDOUT ? "no progress" : strerror(errno));
-        }
+        backchannel_broke_locked(&o->bc, err == ETIMEDOUT ? "no progress" : strerror(err));
         sync_unlock(&o->p->lock);
+        errno = err;
     }
     if (errno == ETIMEDOUT)
         error_set(e, o->t.status, "%s: no progress for %g s", o->t.name,
@@ -73,7 +62,7 @@ int consumer_quit(struct output *o, struct weir_error *e)
 int broke_while_idle(struct output *o, struct weir_error *e)
 {
     sync_lock(&o->p->lock);
-    error_set(e, WEIR_EXIT_NETWORK, "%s: %s", o->t.name, o->broken_why);
+    error_set(e, WEIR_EXIT_NETWORK, "%s: %s", o->t.name, o->bc.broken_why);
     sync_unlock(&o->p->lock);
     return STEP_FAIL;
 }
@@ -85,7 +74,7 @@ int broke_while_idle(struct output *o, struct weir_error *e)
  * writer's own thread (the session is named long before the end). */
 bool says_read(const struct output *o)
 {
-    return (o->session.peer_features & CODEC_FEATURE_ANSWER_READ) && o->resumable;
+    return backchannel_says_read(&o->bc, &o->session);
 }
 
 int refuse_hole(struct output *o, struct weir_error *e)

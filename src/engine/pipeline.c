@@ -272,7 +272,8 @@ static void setup_output(struct pipeline *p, struct output *out, const struct we
     ratelimit_init(&out->rl, p->cfg->write_rate);
     atomic_init(&out->halt, false);
     ring_add_cursor(&p->ring, &out->cur, &out->halt, true);
-    out->cur.broken = &out->broken;
+    out->cur.broken = &out->bc.broken;
+    connection_init(out);
     if (spec->kind == WEIR_OUT_TCP && !p->cfg->tcp.raw) {
         /* holds what the receiver has not confirmed, once the session may
          * resume (writer.c) */
@@ -617,8 +618,8 @@ static const char *waiting_for_locked(const struct pipeline *p, struct stats_sna
             continue;
         if (o->has_child)
             return "its consumer to finish";
-        s->peer_written = o->peer_written;
-        return o->peer_phase == SESSION_CONSUMER ? "the receiver's consumer to finish"
+        s->peer_written = o->bc.peer_written;
+        return o->bc.peer_phase == SESSION_CONSUMER ? "the receiver's consumer to finish"
                                                  : "the receiver to write everything";
     }
     return NULL;
@@ -711,9 +712,9 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     /* what the slowest weir receiver's outputs wrote, as its keepalives say */
     for (int i = 0; i < p->nout; i++) {
         const struct output *o = &p->out[i];
-        if (o->spec->kind == WEIR_OUT_TCP && !o->dead && o->peer_written &&
-            (!s->peer_written || o->peer_written < s->peer_written))
-            s->peer_written = o->peer_written;
+        if (o->spec->kind == WEIR_OUT_TCP && !o->dead && o->bc.peer_written &&
+            (!s->peer_written || o->bc.peer_written < s->peer_written))
+            s->peer_written = o->bc.peer_written;
     }
     s->waiting = waiting_for_locked(p, s);
     s->net_bytes = atomic_load(&p->net_in);
@@ -790,8 +791,8 @@ static void kick_threads(struct pipeline *p)
     for (int i = 0; i < p->nout; i++) {
         if (p->out[i].running)
             sync_kill(p->out[i].thread, WAKE_SIGNAL);
-        if (p->out[i].bc_running)
-            sync_kill(p->out[i].backchannel, WAKE_SIGNAL);
+        if (p->out[i].bc.running)
+            sync_kill(p->out[i].bc.thread, WAKE_SIGNAL);
     }
     sync_unlock(&p->lock);
 }
@@ -892,7 +893,7 @@ static void watch(struct pipeline *p, struct watchdog *w, double now)
     const struct output *slowest = NULL;
     for (int i = 0; i < p->nout; i++) {
         const struct output *o = &p->out[i];
-        sum += o->cur.bytes + o->cur.holes + o->peer_written + o->rp_bytes + o->rp_holes;
+        sum += o->cur.bytes + o->cur.holes + o->bc.peer_written + o->rp_bytes + o->rp_holes;
         /* connecting and greeting have bounds of their own */
         busy |= (o->awaiting || o->state == STATS_OUT_CONNECTING) && !o->dead;
         if (!o->dead && o->running && (!slowest || o->cur.bytes < slowest->cur.bytes))
@@ -1061,7 +1062,7 @@ bool weir_resumable(struct weir_engine *e)
     sync_lock(&p->lock);
     bool yes = p->resumable;
     for (int i = 0; i < p->nout; i++)
-        yes = yes || p->out[i].resumable;
+        yes = yes || p->out[i].bc.resumable;
     sync_unlock(&p->lock);
     return yes;
 }
@@ -1075,7 +1076,7 @@ bool weir_stream_whole(struct weir_engine *e)
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].spec->kind == WEIR_OUT_TCP) {
             tcp++;
-            ended += p->out[i].ended;
+            ended += p->out[i].bc.ended;
         }
     sync_unlock(&p->lock);
     return whole || (tcp > 0 && ended == tcp);

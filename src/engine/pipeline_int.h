@@ -24,6 +24,7 @@
 #include "engine/ring.h"
 #include "format/codec.h"
 #include "format/stream.h"
+#include "link/backchannel.h"
 #include "link/listener.h"
 #include "link/session.h"
 #include "transport/child.h"
@@ -96,9 +97,10 @@ struct output {
     struct child child;        /* a consumer command */
     bool has_child;
     struct session_out session;   /* owned by the writer; the back channel reads */
+    struct backchannel bc;     /* what the receiver says (weir over TCP): its thread, the
+                                  answer, a break, whether the session may resume
+                                  (link/backchannel.h; its lock is the pipeline's) */
     pthread_t thread;
-    pthread_t backchannel;     /* reads the receiver's records (weir over TCP) */
-    bool has_backchannel;      /* owned by the writer */
     bool plain_fallback;       /* owned by the writer: the receiver did not greet, so it
                                   gets plain bytes (cfg->plain_after) */
     struct ratelimit rl;       /* owned by the writer */
@@ -118,18 +120,8 @@ struct output {
     /* lock: */
     bool started;              /* its thread was created */
     bool running;
-    bool bc_running;
     bool dead;                 /* failed */
-    double last_heard;         /* when the receiver last said anything */
-    uint64_t peer_written;     /* what its keepalives say its outputs wrote */
-    unsigned peer_phase;       /* and what it is doing (enum session_phase) */
-    bool status_received;      /* the receiver answered */
-    int status_code;
-    uint64_t status_bytes;
-    uint64_t status_chain;     /* the chain the receiver says it received */
-    char status_msg[CODEC_STATUS_MAX + 1];
     bool awaiting;             /* the writer waits for the answer or its consumer */
-    bool ended;                /* the whole stream was sent: an answer may say success */
     /* sealing ahead (an encrypted output, when there are workers), lock: */
     struct seal_job ahead[SEAL_AHEAD];
     unsigned ahead_head, ahead_count;
@@ -145,9 +137,6 @@ struct output {
     char name[300];            /* as messages name it; set before the threads start */
     const char *kind;          /* "file", "stdout", "connection", "command" */
     /* a resumable session, sending (--reconnect; writer.c): */
-    bool resumable;            /* lock: the receiver named the session ('N') */
-    unsigned char token[CODEC_TOKEN_SIZE];   /* lock */
-    uint32_t route;            /* lock: a service's route to the session ('N') */
     bool may_resume;           /* lock: both ends offered it; marks are kept (set by the
                                   writer, cleared by the back channel too) */
     struct resume_mark *marks; /* lock: where each unconfirmed record began, a ring */
@@ -162,8 +151,6 @@ struct output {
     uint64_t rp_bytes, rp_holes;   /* lock: where the record sent again begins */
     unsigned char *replay_buf; /* the writer's: a record's bytes, read again */
     uint64_t confirmed;        /* lock: the stream's bytes the receiver confirmed */
-    bool broken;               /* lock: the back channel found the connection broken */
-    char broken_why[160];      /* lock: how */
     bool told_waiting;         /* the writer's: it said it waits for confirmations */
     uint64_t exact;            /* the writer's: a resent stored block is this long */
     unsigned tx_gen;           /* lock: bumped with every new connection's keys */
@@ -317,6 +304,8 @@ void stop_locked(struct pipeline *p);
  * time (the others return at once) and it drops the lock while hashing. */
 void content_catch_up_locked(struct pipeline *p);
 void output_fail(struct output *o, const struct weir_error *e);
+/* Register the output's back channel with the engine (connection.c). */
+void connection_init(struct output *o);
 void thread_done(struct pipeline *p, bool *running_flag);
 void thread_unblock_wake(void);
 /* --timeout in milliseconds for a transport that can stall (a socket). */
@@ -349,7 +338,6 @@ bool reader_answer(struct pipeline *p, int code, const char *msg, atomic_bool *h
 void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg,
                         atomic_bool *halt);
 void *writer_main(void *arg);
-void *backchannel_main(void *arg);
 void *worker_main(void *arg);
 /* worker.c: queue a job (lock held); its result goes to a new pending slot
  * (j->seq is set here). */

@@ -70,13 +70,13 @@ int mark(struct output *o, enum mark_kind kind, uint64_t exact)
     struct pipeline *p = o->p;
     sync_lock(&p->lock);
     while (o->may_resume && !note_locked(o, kind, exact)) {
-        if (!o->resumable) {
+        if (!o->bc.resumable) {
             give_up_resuming_locked(o);
             break;
         }
-        if (atomic_load(&o->halt) || o->broken) {
+        if (atomic_load(&o->halt) || o->bc.broken) {
             sync_unlock(&p->lock);
-            errno = o->broken ? EPIPE : ECANCELED;
+            errno = o->bc.broken ? EPIPE : ECANCELED;
             return -1;
         }
         if (!o->told_waiting) {

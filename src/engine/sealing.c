@@ -63,7 +63,7 @@ static void data_job_locked(struct output *o, struct seal_job *j, const unsigned
     if (!o->session.frame && ring_range_last_locked(&p->ring, o->q_seq, o->q_off, j->step)) {
         /* -z: the trailer's record ends the direction (or the 'D' will) */
         j->flags = says_read(o) ? 0 : SEAL_END;
-        o->ended = true;       /* and a success answer may come once it is out */
+        o->bc.ended = true;       /* and a success answer may come once it is out */
     }
     j->num = transport_sealed_numbers(&o->t, o->session.frame ? 3 : 1);
     j->frame_seq = o->session.frame ? o->next_frame_seq++ : 0;
@@ -201,7 +201,7 @@ int sealed_loop(struct output *o, struct weir_error *e)
             sync_unlock(&p->lock);
             return STEP_OK;
         }
-        if (o->broken) {
+        if (o->bc.broken) {
             sync_unlock(&p->lock);
             return broke_while_idle(o, e);
         }

@@ -259,8 +259,8 @@ static void note_last(struct output *o, size_t n)
     struct pipeline *p = o->p;
     sync_lock(&p->lock);
     if (ring_last_locked(&p->ring, &o->cur, n))
-        o->ended = true;
-    bool last = o->ended;
+        o->bc.ended = true;
+    bool last = o->bc.ended;
     sync_unlock(&p->lock);
     if (last && o->t.sealed && !says_read(o))
         transport_sealed_last(&o->t);
@@ -349,7 +349,7 @@ static int writer_end(struct output *o, struct weir_error *e)
     struct pipeline *p = o->p;
     if (o->session.frame) {
         sync_lock(&p->lock);
-        o->ended = true;   /* a success answer may come once the trailer is out */
+        o->bc.ended = true;   /* a success answer may come once the trailer is out */
         sync_unlock(&p->lock);
         if (o->t.sealed && !says_read(o))
             transport_sealed_last(&o->t);
@@ -426,24 +426,7 @@ static bool writer_abort(struct output *o)
 static int writer_close(struct output *o, int rc, bool told, struct weir_error *e)
 {
     struct pipeline *p = o->p;
-    if (o->has_backchannel) {
-        if (told) {
-            struct timespec deadline = clock_deadline(SESSION_ABORT_SECS);
-            sync_lock(&p->lock);
-            while (o->bc_running && sync_wait_until(&p->ring.data_cv, &p->lock, &deadline)) {
-            }
-            sync_unlock(&p->lock);
-        }
-        sync_lock(&p->lock);
-        bool reading = o->bc_running;
-        sync_unlock(&p->lock);
-        if (o->t.fd >= 0 && (reading || !told))
-            shutdown(o->t.fd, SHUT_RDWR);   /* ends the back channel's read */
-        sync_join(o->backchannel);
-        o->has_backchannel = false;
-        if (told && !reading && o->t.fd >= 0)
-            io_drain(o->t.fd, SESSION_ABORT_SECS);
-    }
+    backchannel_finish(&o->bc, told);
     sync_lock(&p->lock);
     o->awaiting = rc == STEP_OK && o->has_child;
     sync_unlock(&p->lock);
@@ -474,7 +457,7 @@ static int tell_early(struct output *o, struct weir_error *e)
     struct pipeline *p = o->p;
     const struct weir_config *c = p->cfg;
     if (o->spec->kind != WEIR_OUT_TCP || c->tcp.raw || o->spec->connected ||
-        o->session.spoke || o->has_backchannel || o->plain_fallback)
+        o->session.spoke || o->bc.joinable || o->plain_fallback)
         return STEP_STOP;
     sync_lock(&p->lock);
     /* a signal may come after the producer's death was the first error */
@@ -525,7 +508,7 @@ void *writer_main(void *arg)
      * order: a reset would take back the acknowledgement of its answer,
      * which is how it knows the answer arrived (reader.c, answer_delivered) */
     sync_lock(&p->lock);
-    bool answered = o->status_received;
+    bool answered = o->bc.answered;
     sync_unlock(&p->lock);
     bool told = rc != STEP_OK && (answered || writer_abort(o));
     int closed = writer_close(o, rc, told, &e);

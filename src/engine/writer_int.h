@@ -1,8 +1,9 @@
 /*
  * writer_int.h - what the parts of an output's writer share: the thread
  * and its data (writer.c, the top), records sealed ahead by the workers
- * (sealing.c), the connection to a weir receiver: opening it, the back
- * channel, the answer and reconnecting (connection.c), what a receiver may
+ * (sealing.c), the connection to a weir receiver as the engine drives it:
+ * opening it, the answer and reconnecting, over the link layer's sender
+ * and back channel (connection.c), what a receiver may
  * lack and sending it again (resume.c), and what all of them use
  * (output.c, the bottom).  All run on the output's writer thread unless
  * they say otherwise (the back channel's, or with the lock held).
@@ -18,8 +19,6 @@
 
 /* resuming (--reconnect): */
 #define RESUME_MARKS 65536      /* records the receiver may not have confirmed yet */
-#define RESUME_SILENCE_SECS 10.0   /* a receiver that says nothing for this long is cut off
-                                      (it sends keepalives every CODEC_KEEPALIVE_SECS) */
 #define RESUME_BACKOFF_MAX 1.0  /* the longest pause between two attempts to reconnect */
 /* the smallest buffer that offers resuming: what travels unconfirmed stays
  * in it, and the receiver confirms every CODEC_CONFIRM_BYTES, so a smaller
@@ -31,9 +30,6 @@
                                    out; the workers may seal the rest again */
 
 /* ---- output.c ---- */
-/* Whether a failed socket operation (err) broke the connection, which a
- * resumable session survives. */
-bool breaks_connection(int err);
 /* A failed write (what: the operation): the output's error, named. */
 int write_error(struct output *o, struct weir_error *e, const char *what);
 /* A consumer that stopped reading: what it ended with says more than EPIPE. */
