@@ -94,47 +94,9 @@ int await_answer(struct output *o, struct weir_error *e)
     return backchannel_check(&o->bc, sent, mine, e);
 }
 
-/* A --raw sender cannot know that its data arrived, but it can know that
- * it did not: a weir listener (which greets, then refuses plain bytes) or
- * a reset.  It reads until the peer closes, for a few seconds at most;
- * nc -l, socat and mbuffer close once they have read everything. */
 int raw_confirm(struct output *o, struct weir_error *e)
 {
-    double deadline = clock_now() + RAW_CONFIRM_SECS;
-    unsigned char buf[4096], head[4];
-    size_t seen = 0, total = 0;
-    for (;;) {
-        double left = deadline - clock_now();
-        if (left <= 0)
-            return STEP_OK;   /* still open: nothing more to learn */
-        ssize_t r = o->t.ops->read(&o->t, buf, sizeof buf, (int)(left * 1000) + 1, &o->halt);
-        if (r == 0)
-            return STEP_OK;
-        if (r < 0 && errno == ETIMEDOUT)
-            return STEP_OK;
-        if (r < 0 && errno == ECANCELED)
-            return STEP_STOP;
-        if (r < 0 && errno == ECONNRESET)
-            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer reset the connection: the "
-                             "data may not all have arrived", o->t.name), STEP_FAIL;
-        if (r < 0)
-            return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s", o->t.name), STEP_FAIL;
-        for (ssize_t i = 0; i < r && seen < sizeof head; i++)
-            head[seen++] = buf[i];
-        total += (size_t)r;
-        /* a weir that takes plain bytes as well (under the name mbuffer)
-         * may have greeted after this sender stopped waiting, and then says
-         * nothing more; anything after its greeting is a refusal */
-        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC && o->plain_fallback &&
-            total > CODEC_GREETING_SIZE)
-            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener that refused "
-                             "the plain bytes (it greeted late): run it under the name mbuffer "
-                             "or with --raw", o->t.name), STEP_FAIL;
-        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC && !o->plain_fallback)
-            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener, which "
-                             "takes plain bytes only with --raw: send without --raw",
-                             o->t.name), STEP_FAIL;
-    }
+    return sender_raw_confirm(&o->t, &o->halt, o->plain_fallback, e);
 }
 
 /* Both ends may resume: from the stream's first byte on, what the
@@ -356,35 +318,47 @@ void let_go(struct output *o)
     transport_none(&o->t);
 }
 
-/* Sleep up to secs, or until this output must stop. */
-static void pause_for(struct output *o, double secs)
+/* ---- reconnecting (link/sender.h mends the break) ---------------------------- */
+
+/* Dial where the receiver was: through the remote's redial (a pull
+ * through ssh), or to the address it was reached at. */
+static int redial(void *ctx, double limit, int *fd, struct weir_error *why)
 {
-    struct timespec deadline = clock_deadline(secs);
+    struct output *o = ctx;
+    if (o->spec->redial)
+        return o->spec->redial(o->spec->redial_ctx, limit, &o->halt, fd, why);
+    return tcp_connect_addr((struct sockaddr *)&o->peer_addr, o->peer_len, limit,
+                            o->p->cfg->tcp.io_timeout, &o->halt, fd);
+}
+
+/* A new connection of the session: the workers seal for its keys. */
+static void adopt(void *ctx, int fd)
+{
+    struct output *o = ctx;
+    transport_tcp(&o->t, fd, o->name);
+    o->t.wire_tx = &o->net;
     sync_lock(&o->p->lock);
-    while (!atomic_load(&o->halt) && sync_wait_until(&o->p->ring.data_cv, &o->p->lock,
-                                                     &deadline)) {
-    }
+    o->tx_gen++;
     sync_unlock(&o->p->lock);
 }
 
-/* The connection broke (a reset, a cut, --timeout, the receiver's
- * silence): connect again to where the receiver was, for up to
- * --reconnect seconds, and go on from where it stopped.  A refused
- * connection ends the wait at once: nothing listens there any more, so the
- * receiver and its session are gone. */
-/* One break of the connection, while reconnect() mends it. */
-struct break_state {
-    char cause[200];            /* how it broke */
-    uint64_t confirmed;         /* what the receiver had confirmed then */
-    double since, deadline;
-    char last[WEIR_ERROR_MAX];  /* why the last attempt failed */
-};
+/* An attempt failed: its connection goes. */
+static void drop(void *ctx)
+{
+    struct output *o = ctx;
+    struct weir_error ignored;
+    o->t.ops->abort(&o->t);
+    transport_close(&o->t, false, &o->halt, &ignored);
+    transport_none(&o->t);
+}
 
-#define TRY_AGAIN 4   /* an attempt failed in a way the next may not */
-
-static void break_begins(struct output *o, struct break_state *b)
+/* The break begins: what it is known by, the output's state, and the
+ * broken connection let go. */
+static void break_begins(struct output *o, struct sender_break *b)
 {
     struct pipeline *p = o->p;
+    b->name = o->name;
+    b->reconnect = p->cfg->reconnect;
     sync_lock(&p->lock);
     snprintf(b->cause, sizeof b->cause, "%s", o->bc.broken_why);
     b->confirmed = o->confirmed;
@@ -392,107 +366,20 @@ static void break_begins(struct output *o, struct break_state *b)
     o->gap_since = b->since;
     o->state = STATS_OUT_CONNECTING;
     sync_unlock(&p->lock);
-    b->deadline = b->since + p->cfg->reconnect;
-    b->last[0] = '\0';
     log_msg(p->log, LOG_WARN, "%s: the connection broke (%s); reconnecting for up to %g s",
             o->name, b->cause, p->cfg->reconnect);
     let_go(o);
 }
 
-/* Dial where the receiver was: STEP_OK with *fd, STEP_STOP, STEP_FAIL
- * with *e (nothing listens there: the receiver is gone), or TRY_AGAIN. */
-static int dial_again(struct output *o, struct break_state *b, double limit, int *fd,
-                      struct weir_error *e)
-{
-    struct weir_error dial;
-    dial.msg[0] = '\0';
-    int dialled = o->spec->redial
-                      ? o->spec->redial(o->spec->redial_ctx, limit, &o->halt, fd, &dial)
-                      : tcp_connect_addr((struct sockaddr *)&o->peer_addr, o->peer_len, limit,
-                                         o->p->cfg->tcp.io_timeout, &o->halt, fd);
-    if (dialled == 0)
-        return STEP_OK;
-    int err = errno;
-    if (err == ECANCELED)
-        return STEP_STOP;
-    if (err == ECONNREFUSED) {
-        bool all = o->bc.ended && b->confirmed >= o->session.sent;
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
-                         "receiver refuses a new one: it is gone; it had confirmed %llu bytes "
-                         "of the stream%s", o->name, b->cause, (unsigned long long)b->confirmed,
-                         all ? " (all of it, but its answer was lost)" : ""), STEP_FAIL;
-    }
-    if (dial.msg[0])
-        snprintf(b->last, sizeof b->last, "%s", dial.msg);
-    else
-        snprintf(b->last, sizeof b->last, "connect: %s", strerror(err));
-    return TRY_AGAIN;
-}
-
-/* On the new connection fd, take the session up again: STEP_OK with *at,
- * STEP_STOP, STEP_FAIL with *e (it cannot resume), or TRY_AGAIN. */
-static int rejoin_on(struct output *o, struct break_state *b, int fd, double limit,
-                     uint64_t *at, struct weir_error *e)
-{
-    struct pipeline *p = o->p;
-    transport_tcp(&o->t, fd, o->name);
-    o->t.wire_tx = &o->net;
-    sync_lock(&p->lock);
-    o->tx_gen++;   /* the workers seal for the new connection's keys */
-    sync_unlock(&p->lock);
-    bool refused;
-    struct weir_error why;
-    struct sender_terms k = terms(o);
-    int rc = sender_rejoin(&o->session, &o->bc, &k, limit, at, &refused, &why);
-    if (rc == STEP_OK)
-        return STEP_OK;
-    struct weir_error ignored;
-    o->t.ops->abort(&o->t);
-    transport_close(&o->t, false, &o->halt, &ignored);
-    transport_none(&o->t);
-    if (rc == STEP_STOP)
-        return STEP_STOP;
-    if (refused)
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
-                         "session could not resume: %s", o->name, b->cause, why.msg), STEP_FAIL;
-    snprintf(b->last, sizeof b->last, "%s", why.msg);
-    return TRY_AGAIN;
-}
-
-/* Attempts until one takes the session up again, the break outlasts
- * --reconnect, or the output must stop. */
-static int mend(struct output *o, struct break_state *b, uint64_t *at, struct weir_error *e)
-{
-    double backoff = 0.05;
-    for (;;) {
-        if (atomic_load(&o->halt))
-            return STEP_STOP;
-        double left = b->deadline - clock_now();
-        if (left <= 0)
-            return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and no "
-                             "new one could be made within %g s%s%s; the receiver had "
-                             "confirmed %llu bytes of the stream", o->name, b->cause,
-                             o->p->cfg->reconnect, b->last[0] ? ": " : "", b->last,
-                             (unsigned long long)b->confirmed), STEP_FAIL;
-        double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
-        int fd;
-        int rc = dial_again(o, b, limit, &fd, e);
-        if (rc == STEP_OK)
-            rc = rejoin_on(o, b, fd, limit, at, e);
-        if (rc != TRY_AGAIN)
-            return rc;
-        pause_for(o, backoff);
-        backoff = backoff * 2 > RESUME_BACKOFF_MAX ? RESUME_BACKOFF_MAX : backoff * 2;
-    }
-}
-
 int reconnect(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
-    struct break_state b;
+    struct sender_break b;
     break_begins(o, &b);
+    struct sender_terms k = terms(o);
+    const struct sender_redial r = {.ctx = o, .dial = redial, .adopt = adopt, .drop = drop};
     uint64_t at = 0;
-    int rc = mend(o, &b, &at, e);
+    int rc = sender_mend(&o->session, &o->bc, &k, &r, &b, &at, e);
     if (rc == STEP_STOP)
         /* the stream failed (a producer, a signal) while the connection was
          * down: an abort record needs one, so the receiver is not told */

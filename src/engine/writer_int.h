@@ -15,11 +15,9 @@
 #include "format/codec.h"
 
 #define CONSUMER_PATIENCE 2.0   /* seconds a consumer that closed its input has to exit */
-#define RAW_CONFIRM_SECS 5.0    /* how long a --raw sender waits for its peer to close */
 
 /* resuming (--reconnect): */
 #define RESUME_MARKS 65536      /* records the receiver may not have confirmed yet */
-#define RESUME_BACKOFF_MAX 1.0  /* the longest pause between two attempts to reconnect */
 /* the smallest buffer that offers resuming: what travels unconfirmed stays
  * in it, and the receiver confirms every CODEC_CONFIRM_BYTES, so a smaller
  * one would wait for the receiver's connection to go idle before each

@@ -4,6 +4,7 @@
  * after a break.  See sender.h.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -153,4 +154,139 @@ int sender_rejoin(struct session_out *s, struct backchannel *b, const struct sen
     if (rc)
         return errno == ECANCELED && atomic_load(b->halt) ? STEP_STOP : STEP_FAIL;
     return STEP_OK;
+}
+
+/* ---- mending a break ---------------------------------------------------------- */
+
+#define TRY_AGAIN 4   /* an attempt failed in a way the next may not */
+
+/* Dial where the receiver was: STEP_OK with *fd, STEP_STOP, STEP_FAIL
+ * with *e (nothing listens there: the receiver is gone), or TRY_AGAIN. */
+static int dial_again(const struct session_out *s, const struct backchannel *b,
+                      const struct sender_redial *r, struct sender_break *br, double limit,
+                      int *fd, struct weir_error *e)
+{
+    struct weir_error dial;
+    dial.msg[0] = '\0';
+    if (r->dial(r->ctx, limit, fd, &dial) == 0)
+        return STEP_OK;
+    int err = errno;
+    if (err == ECANCELED)
+        return STEP_STOP;
+    if (err == ECONNREFUSED) {
+        bool all = b->ended && br->confirmed >= s->sent;
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                         "receiver refuses a new one: it is gone; it had confirmed %llu bytes "
+                         "of the stream%s", br->name, br->cause,
+                         (unsigned long long)br->confirmed,
+                         all ? " (all of it, but its answer was lost)" : ""), STEP_FAIL;
+    }
+    if (dial.msg[0])
+        snprintf(br->last, sizeof br->last, "%s", dial.msg);
+    else
+        snprintf(br->last, sizeof br->last, "connect: %s", strerror(err));
+    return TRY_AGAIN;
+}
+
+/* On the new connection fd, take the session up again: STEP_OK with *at,
+ * STEP_STOP, STEP_FAIL with *e (it cannot resume), or TRY_AGAIN. */
+static int rejoin_on(struct session_out *s, struct backchannel *b, const struct sender_terms *k,
+                     const struct sender_redial *r, struct sender_break *br, int fd,
+                     double limit, uint64_t *at, struct weir_error *e)
+{
+    r->adopt(r->ctx, fd);
+    bool refused;
+    struct weir_error why;
+    int rc = sender_rejoin(s, b, k, limit, at, &refused, &why);
+    if (rc == STEP_OK)
+        return STEP_OK;
+    r->drop(r->ctx);
+    if (rc == STEP_STOP)
+        return STEP_STOP;
+    if (refused)
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and the "
+                         "session could not resume: %s", br->name, br->cause, why.msg),
+               STEP_FAIL;
+    snprintf(br->last, sizeof br->last, "%s", why.msg);
+    return TRY_AGAIN;
+}
+
+/* Sleep up to secs, or until the output must stop. */
+static void pause_for(const struct backchannel *b, double secs)
+{
+    struct timespec deadline = clock_deadline(secs);
+    sync_lock(b->own.lock);
+    while (!atomic_load(b->halt) && sync_wait_until(b->own.cv, b->own.lock, &deadline)) {
+    }
+    sync_unlock(b->own.lock);
+}
+
+int sender_mend(struct session_out *s, struct backchannel *b, const struct sender_terms *k,
+                const struct sender_redial *r, struct sender_break *br, uint64_t *at,
+                struct weir_error *e)
+{
+    double backoff = 0.05, deadline = br->since + br->reconnect;
+    br->last[0] = '\0';
+    for (;;) {
+        if (atomic_load(b->halt))
+            return STEP_STOP;
+        double left = deadline - clock_now();
+        if (left <= 0)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the connection broke (%s), and no "
+                             "new one could be made within %g s%s%s; the receiver had "
+                             "confirmed %llu bytes of the stream", br->name, br->cause,
+                             br->reconnect, br->last[0] ? ": " : "", br->last,
+                             (unsigned long long)br->confirmed), STEP_FAIL;
+        double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
+        int fd;
+        int rc = dial_again(s, b, r, br, limit, &fd, e);
+        if (rc == STEP_OK)
+            rc = rejoin_on(s, b, k, r, br, fd, limit, at, e);
+        if (rc != TRY_AGAIN)
+            return rc;
+        pause_for(b, backoff);
+        backoff = backoff * 2 > SENDER_BACKOFF_MAX ? SENDER_BACKOFF_MAX : backoff * 2;
+    }
+}
+
+/* ---- a --raw sender ------------------------------------------------------------ */
+
+int sender_raw_confirm(struct transport *t, atomic_bool *halt, bool fallback,
+                       struct weir_error *e)
+{
+    double deadline = clock_now() + RAW_CONFIRM_SECS;
+    unsigned char buf[4096], head[4];
+    size_t seen = 0, total = 0;
+    for (;;) {
+        double left = deadline - clock_now();
+        if (left <= 0)
+            return STEP_OK;   /* still open: nothing more to learn */
+        ssize_t r = t->ops->read(t, buf, sizeof buf, (int)(left * 1000) + 1, halt);
+        if (r == 0)
+            return STEP_OK;
+        if (r < 0 && errno == ETIMEDOUT)
+            return STEP_OK;
+        if (r < 0 && errno == ECANCELED)
+            return STEP_STOP;
+        if (r < 0 && errno == ECONNRESET)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer reset the connection: the "
+                             "data may not all have arrived", t->name), STEP_FAIL;
+        if (r < 0)
+            return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s", t->name), STEP_FAIL;
+        for (ssize_t i = 0; i < r && seen < sizeof head; i++)
+            head[seen++] = buf[i];
+        total += (size_t)r;
+        /* a weir that takes plain bytes as well (under the name mbuffer)
+         * may have greeted after this sender stopped waiting, and then says
+         * nothing more; anything after its greeting is a refusal */
+        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC && fallback &&
+            total > CODEC_GREETING_SIZE)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener that refused "
+                             "the plain bytes (it greeted late): run it under the name mbuffer "
+                             "or with --raw", t->name), STEP_FAIL;
+        if (seen == sizeof head && codec_get32(head) == CODEC_WEIR_MAGIC && !fallback)
+            return error_set(e, WEIR_EXIT_NETWORK, "%s: the peer is a weir listener, which "
+                             "takes plain bytes only with --raw: send without --raw",
+                             t->name), STEP_FAIL;
+    }
 }

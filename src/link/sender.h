@@ -56,4 +56,49 @@ int sender_hear_name(struct backchannel *b, double limit, struct weir_error *e);
 int sender_rejoin(struct session_out *s, struct backchannel *b, const struct sender_terms *k,
                   double limit, uint64_t *at, bool *refused, struct weir_error *e);
 
+/* A --raw sender cannot know that its data arrived, but it can know that
+ * it did not: a weir listener (which greets, then refuses plain bytes) or
+ * a reset.  It reads t until the peer closes, for RAW_CONFIRM_SECS at
+ * most; nc -l, socat and mbuffer close once they have read everything.
+ * fallback: the plain bytes went after no greeting came (--plain-after). */
+#define RAW_CONFIRM_SECS 5.0
+int sender_raw_confirm(struct transport *t, atomic_bool *halt, bool fallback,
+                       struct weir_error *e);
+
+/* ---- mending a break ---- */
+
+#define SENDER_BACKOFF_MAX 1.0   /* the longest pause between two attempts */
+
+/* What the owner does for sender_mend: dial where the receiver was
+ * (within limit seconds: 0 with *fd; -1 with errno ECANCELED when
+ * stopping, ECONNREFUSED when nothing listens there, and *why when it
+ * knows more), make a new connection s->t (adopt), and drop the
+ * connection of a failed attempt (drop). */
+struct sender_redial {
+    void *ctx;
+    int (*dial)(void *ctx, double limit, int *fd, struct weir_error *why);
+    void (*adopt)(void *ctx, int fd);
+    void (*drop)(void *ctx);
+};
+
+/* One break of the connection.  The owner sets name, reconnect, cause,
+ * confirmed and since before sender_mend. */
+struct sender_break {
+    const char *name;           /* the output, as messages name it */
+    double reconnect;           /* --reconnect: how long the break may last */
+    char cause[200];            /* how it broke */
+    uint64_t confirmed;         /* what the receiver had confirmed then */
+    double since;               /* when */
+    char last[WEIR_ERROR_MAX];  /* why the last attempt failed */
+};
+
+/* Attempts, with a growing pause between them, until one takes the
+ * session up again (STEP_OK, *at: where the receiver stopped), the break
+ * outlasts br->reconnect, the receiver is gone (nothing listens where it
+ * was) or refuses to resume (STEP_FAIL, *e says which and what it had
+ * confirmed), or the output must stop (STEP_STOP). */
+int sender_mend(struct session_out *s, struct backchannel *b, const struct sender_terms *k,
+                const struct sender_redial *r, struct sender_break *br, uint64_t *at,
+                struct weir_error *e);
+
 #endif
