@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -19,8 +18,8 @@
 #include "format/decode.h"
 #include "format/sparse.h"
 #include "link/listener.h"
+#include "link/receiver.h"
 #include "linktest/linktest.h"
-#include "os/os.h"
 
 #include "engine/reader_int.h"
 
@@ -129,56 +128,6 @@ static void let_go_input(struct pipeline *p, double since)
     transport_close(&old, false, NULL, &ignored);
 }
 
-/* A receiver that dialled its connection dials again (input_redial), until
- * deadline, and admits what it reaches as its listener would (the sender
- * proves itself with the session's token): 0, or -1 with errno
- * (ECONNREFUSED: the sender is gone; ECANCELED: stopping). */
-static int redial_sender(struct pipeline *p, struct listener_config *cfg, double deadline,
-                         atomic_bool *stop, struct transport *t, struct listener_peer *peer,
-                         struct weir_error *e)
-{
-    double backoff = 0.05;
-    char last[WEIR_ERROR_MAX] = "";
-    for (;;) {
-        double left = deadline - clock_now();
-        if (atomic_load(stop)) {
-            error_set(e, WEIR_EXIT_NETWORK, "stopped while dialling the sender again");
-            errno = ECANCELED;
-            return -1;
-        }
-        if (left <= 0) {
-            error_set(e, WEIR_EXIT_NETWORK, "%s", last[0] ? last : "no connection");
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        int fd;
-        struct weir_error dial;
-        dial.msg[0] = '\0';
-        double limit = left < LISTENER_HANDSHAKE_SECS ? left : LISTENER_HANDSHAKE_SECS;
-        if (p->cfg->input_redial(p->cfg->input_redial_ctx, limit, stop, &fd, &dial) == 0) {
-            cfg->channel_fd = fd;   /* the admission's: it closes it, or it becomes the input */
-            cfg->accept_timeout = limit;
-            if (listener_admit(&p->listener, cfg, stop, p->log, t, p->ahead, &p->nahead,
-                               peer, &dial) == 0)
-                return 0;
-            if (errno == ECANCELED && atomic_load(stop)) {
-                *e = dial;
-                return -1;
-            }
-        } else if (errno == ECANCELED || errno == ECONNREFUSED) {
-            *e = dial;
-            return -1;
-        }
-        snprintf(last, sizeof last, "%s", dial.msg);
-        double pause = backoff < deadline - clock_now() ? backoff : deadline - clock_now();
-        for (double until = clock_now() + pause; clock_now() < until && !atomic_load(stop);) {
-            struct timespec ts = {0, 20 * 1000000L};
-            nanosleep(&ts, NULL);
-        }
-        backoff = backoff * 2 > 1.0 ? 1.0 : backoff * 2;
-    }
-}
-
 /* Let the broken connection go and take the session's sender back: on
  * the listening socket (refusing any other, listener.c) for up to window
  * seconds, or by dialling it again.  stop ends the wait early; the dialling
@@ -195,10 +144,14 @@ int readmit(struct pipeline *p, double since, double window, atomic_bool *stop,
     struct listener_peer peer;
     p->nahead = p->ahead_pos = 0;
     double start = since > 0 ? since : clock_now();
-    int rc = p->cfg->input_redial
-                 ? redial_sender(p, &cfg, start + window, stop, &t, &peer, e)
-                 : listener_admit(&p->listener, &cfg, stop, p->log, &t, p->ahead, &p->nahead,
-                                  &peer, e);
+    /* a receiver that dialled its connection dials again (a pull through ssh) */
+    const struct receiver_dial d = {.dial = p->cfg->input_redial,
+                                    .ctx = p->cfg->input_redial_ctx,
+                                    .listener = &p->listener, .cfg = &cfg, .log = p->log};
+    int rc = d.dial ? receiver_redial(&d, start + window, stop, &t, p->ahead, &p->nahead, &peer,
+                                      e)
+                    : listener_admit(&p->listener, &cfg, stop, p->log, &t, p->ahead, &p->nahead,
+                                     &peer, e);
     if (rc == 0)
         take_connection(p, &t, true);
     return rc;

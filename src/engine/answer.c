@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -17,12 +16,11 @@
 #include "format/decode.h"
 #include "format/sparse.h"
 #include "link/listener.h"
+#include "link/receiver.h"
 #include "linktest/linktest.h"
-#include "os/os.h"
 
 #include "engine/reader_int.h"
 
-#define ANSWER_READ_MS 5000     /* for the sender's host to acknowledge the answer */
 #define ANSWER_HOME_SECS 30.0   /* for it to come back for the answer, at most */
 
 /* How long a sender has to come back for its answer (or to say it read it). */
@@ -94,41 +92,13 @@ void take_back_for_answer(struct pipeline *p)
 /* Whether the answer just sent reached the sender.  A sender that offered
  * CODEC_FEATURE_ANSWER_READ says so itself ('D', read by session_answer's
  * drain): nothing else counts, since a relay between the two acknowledges
- * the answer for it and may still lose it.  For an older sender: every
- * byte this end wrote on the connection, the answer last, acknowledged by
- * the sender's TCP within ANSWER_READ_MS; its end of file proves nothing
- * (it half-closed after its trailer, long before the answer).  A
- * connection that is not a socket (a relay) is taken as delivered once
- * its other end closes.  halt ends the wait. */
+ * the answer for it and may still lose it.  For an older sender, its TCP's
+ * acknowledgement (link/receiver.h).  halt ends the wait. */
 static bool answer_delivered(struct pipeline *p, atomic_bool *halt)
 {
     if (waits_for_word(p))
         return p->back.answer_read;
-    char b[64];
-    if (!p->in.is_socket)
-        return p->in.ops->read(&p->in, b, sizeof b, ANSWER_READ_MS, halt) >= 0;
-    long pause_ns = 500 * 1000L;   /* a loopback's acknowledgement takes microseconds */
-    for (double until = clock_now() + ANSWER_READ_MS / 1000.0; !atomic_load(halt);) {
-        int err = 0, queued = -1;
-        socklen_t len = sizeof err;
-        /* all but the end of this direction (session_answer shut it
-         * down: its FIN takes one sequence number): a sender that closed
-         * once it had the answer resets that FIN instead of acknowledging
-         * it, and a reset after the acknowledgement changes nothing */
-        int known = os_tcp_unsent(p->in.fd, &queued) == 0 || errno != ENOSYS;
-        if (known && queued >= 0 && queued <= 1)
-            return true;
-        if (getsockopt(p->in.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
-            return false;   /* reset: what was unacknowledged is lost */
-        if (!known)
-            return true;   /* a system that cannot say: sent, and no reset */
-        if (clock_now() >= until)
-            return false;
-        struct timespec ts = {0, pause_ns};
-        nanosleep(&ts, NULL);
-        pause_ns = pause_ns * 2 > 20 * 1000000L ? 20 * 1000000L : pause_ns * 2;
-    }
-    return false;
+    return receiver_answer_acked(&p->in, halt);
 }
 
 void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg,
