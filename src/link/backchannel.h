@@ -10,7 +10,8 @@
  * whenever the answer arrives or its thread ends, and three callbacks:
  * what the receiver confirmed and a keepalive before the session was named
  * (both called with the lock held), and the back channel's own failure
- * (called without it).  The back channel never takes the owner's other
+ * (called without it), besides the first thing its thread does (the
+ * owner's signal mask).  The back channel never takes the owner's other
  * state, and never calls up except through these.  The writer of the
  * output alone starts, stops and joins the thread; the thread reads the
  * transport, and nothing else reads it while the thread runs.  Failures
