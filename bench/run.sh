@@ -197,242 +197,300 @@ PY
 
 echo "| case ($SIZE, median of $RUNS) | weir | reference | ratio (95% interval) | target | weir peak RSS, CPU |"
 echo "|---|---|---|---|---|---|"
-one_case() {
-    local c=$1
-    case $c in
-    pipe)
-        prep_a() { :; }; prep_b() { :; }
-        A="cat $MIX | $W -q | cat >/dev/null"
-        B="cat $MIX | cat | cat >/dev/null"
-        run_case "\`cat F \\| weir \\| cat\` vs \`cat \\| cat \\| cat\`" "≤ 1.05" ;;
-    pipe_mbuffer)
-        prep_a() { :; }; prep_b() { :; }
-        A="cat $MIX | $W -q | cat >/dev/null"
-        B="cat $MIX | mbuffer -q -m 512M | cat >/dev/null"
-        run_case "\`cat F \\| weir \\| cat\` vs \`cat \\| mbuffer -m 512M \\| cat\`" "≤ 0.70" ;;
-    file)
-        prep_a() { :; }; prep_b() { :; }
-        A="$W -q -i $MIX -o /dev/null"
-        B="cat $MIX >/dev/null"
-        run_case "\`weir -i F -o /dev/null\` vs \`cat F >/dev/null\`" "≤ 1.30" ;;
-    sync)
-        # what the promise of durability costs: fdatasync of a file output
-        # (and fsync of its directory) against --no-sync; each run starts
-        # with nothing dirty, so neither side pays for the other's writeback
-        prep_a() { rm -f "$D/sync.out"; sync; }; prep_b() { rm -f "$D/sync.out"; sync; }
-        A="$W -q -i $MIX -o $D/sync.out"
-        B="$W -q --no-sync -i $MIX -o $D/sync.out"
-        run_case "\`weir -i F -o file\` (flushed) vs \`--no-sync\`" "cost, no target"
-        rm -f "$D/sync.out" ;;
-    tcp_nc)
-        prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() {
-            local p; p=$("$TT" freeport)
-            nc -l 127.0.0.1 "$p" >/dev/null & "$TT" waitlisten "$p" 5
-            B="nc -N 127.0.0.1 $p <$MIX"
-        }
-        run_case "loopback \`weir -O\` → \`weir -I\` vs \`nc\` → \`nc -l\`" "≤ 1.00" ;;
-    tcp_mbuffer)
-        prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() {
-            local p; p=$("$TT" freeport)
-            mbuffer -q -I "$p" -o /dev/null 2>/dev/null & "$TT" waitlisten "$p" 5
-            B="mbuffer -q -i $MIX -O 127.0.0.1:$p 2>/dev/null"
-        }
-        run_case "loopback weir vs \`mbuffer -O\` → \`mbuffer -I\`" "≤ 0.60" ;;
-    tcp_iperf)
-        # the machine's limit: iperf3's loopback throughput for the same bytes
-        : >"$T/a"; : >"$T/ib"
+# ---- the cases: each prints its rows of the table ---------------------------
+
+case_pipe() {
+    prep_a() { :; }; prep_b() { :; }
+    A="cat $MIX | $W -q | cat >/dev/null"
+    B="cat $MIX | cat | cat >/dev/null"
+    run_case "\`cat F \\| weir \\| cat\` vs \`cat \\| cat \\| cat\`" "≤ 1.05"
+}
+
+case_pipe_mbuffer() {
+    prep_a() { :; }; prep_b() { :; }
+    A="cat $MIX | $W -q | cat >/dev/null"
+    B="cat $MIX | mbuffer -q -m 512M | cat >/dev/null"
+    run_case "\`cat F \\| weir \\| cat\` vs \`cat \\| mbuffer -m 512M \\| cat\`" "≤ 0.70"
+}
+
+case_file() {
+    prep_a() { :; }; prep_b() { :; }
+    A="$W -q -i $MIX -o /dev/null"
+    B="cat $MIX >/dev/null"
+    run_case "\`weir -i F -o /dev/null\` vs \`cat F >/dev/null\`" "≤ 1.30"
+}
+
+case_sync() {
+    # what the promise of durability costs: fdatasync of a file output
+    # (and fsync of its directory) against --no-sync; each run starts
+    # with nothing dirty, so neither side pays for the other's writeback
+    prep_a() { rm -f "$D/sync.out"; sync; }; prep_b() { rm -f "$D/sync.out"; sync; }
+    A="$W -q -i $MIX -o $D/sync.out"
+    B="$W -q --no-sync -i $MIX -o $D/sync.out"
+    run_case "\`weir -i F -o file\` (flushed) vs \`--no-sync\`" "cost, no target"
+    rm -f "$D/sync.out"
+}
+
+case_tcp_nc() {
+    prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
+    prep_b() {
+        local p; p=$("$TT" freeport)
+        nc -l 127.0.0.1 "$p" >/dev/null & "$TT" waitlisten "$p" 5
+        B="nc -N 127.0.0.1 $p <$MIX"
+    }
+    run_case "loopback \`weir -O\` → \`weir -I\` vs \`nc\` → \`nc -l\`" "≤ 1.00"
+}
+
+case_tcp_mbuffer() {
+    prep_a() { start_weir_listener; A="$W -q -O 127.0.0.1:$LP -i $MIX"; }
+    prep_b() {
+        local p; p=$("$TT" freeport)
+        mbuffer -q -I "$p" -o /dev/null 2>/dev/null & "$TT" waitlisten "$p" 5
+        B="mbuffer -q -i $MIX -O 127.0.0.1:$p 2>/dev/null"
+    }
+    run_case "loopback weir vs \`mbuffer -O\` → \`mbuffer -I\`" "≤ 0.60"
+}
+
+case_tcp_iperf() {
+    # the machine's limit: iperf3's loopback throughput for the same bytes
+    : >"$T/a"; : >"$T/ib"
+    for i in $(seq "$RUNS"); do
+        start_weir_listener
+        timed "$W -q -O 127.0.0.1:$LP -i $MIX" >>"$T/a"; wait
+        p=$("$TT" freeport)
+        iperf3 -s -1 -p "$p" >/dev/null 2>&1 & "$TT" waitlisten "$p" 5
+        iperf3 -c 127.0.0.1 -p "$p" -n "$bytes" -f k 2>/dev/null \
+            | awk '/receiver/ {for (i=1;i<=NF;i++) if ($i ~ /Kbits/) print $(i-1)*1000/8}' >>"$T/ib"
+        wait
+    done
+    ta=$(cut -d' ' -f1 "$T/a" | median)
+    ib=$(median <"$T/ib")
+    awk -v b="$bytes" -v ta="$ta" -v ib="$ib" 'BEGIN {
+        printf "| loopback weir vs `iperf3` (the machine'"'"'s limit) | %.2f GB/s | %.2f GB/s | **%.2f** of it | ≥ 0.80 | |\n",
+               b / ta / 1e9, ib / 1e9, b / ta / ib }' </dev/null
+}
+
+case_lz4() {
+    prep_a() { :; }; prep_b() { :; }
+    A="$W -q -z -T 2 -i $MIX -o /dev/null"
+    B="lz4 -q -1 -c $MIX >/dev/null"
+    run_case "\`weir -z -T 2\` vs \`lz4 -1\` (mixed)" "≤ 0.55"
+    A="$W -q -z -T 2 -i $RND -o /dev/null"
+    B="lz4 -q -1 -c $RND >/dev/null"
+    run_case "\`weir -z -T 2\` vs \`lz4 -1\` (random)" "≤ 0.55"
+    wz=$("$W" -q -z -i "$MIX" | wc -c); lz=$(stat -c %s "$MIX.lz4")
+    awk -v a="$wz" -v b="$lz" 'BEGIN {
+        printf "| compressed size, weir -z vs lz4 -1 (mixed) | %d B | %d B | **%.3f** | within 2%% | |\n",
+               a, b, a / b }' </dev/null
+}
+
+case_lz4d() {
+    prep_a() { :; }; prep_b() { :; }
+    A="$W -q -d -i $MIX.lz4 -o /dev/null"
+    B="lz4 -q -d -c $MIX.lz4 >/dev/null"
+    run_case "\`weir -d\` vs \`lz4 -d\` of an lz4 file" "≤ 0.80"
+    "$W" -q -z -i "$MIX" -f -o "$T/mix.z.lz4"
+    A="$W -q -d -i $T/mix.z.lz4 -o /dev/null"
+    B="lz4 -q -d -c $T/mix.z.lz4 >/dev/null"
+    run_case "\`weir -d\` vs \`lz4 -d\` of a weir -z file" "≤ 0.80"
+    rm -f "$T/mix.z.lz4"
+}
+
+case_lz4_tcp() {
+    prep_a() { start_weir_listener; A="$W -q -z -O 127.0.0.1:$LP -i $MIX"; }
+    prep_b() {
+        local p; p=$("$TT" freeport)
+        bash -c "mbuffer -q -I $p 2>/dev/null | lz4 -q -d -c >/dev/null" & "$TT" waitlisten "$p" 5
+        B="lz4 -q -1 -c $MIX | mbuffer -q -O 127.0.0.1:$p 2>/dev/null"
+    }
+    run_case "\`weir -z -O\` → \`weir -I\` vs \`lz4 \\| mbuffer\` → \`mbuffer \\| lz4 -d\`" "≤ 0.60"
+}
+
+case_posix() {
+    # the portable build (-Dplatform=posix: no splice, no pipe sizes,
+    # signals looked for between pauses) against the Linux build
+    if [ ! -f build-bench-posix/build.ninja ]; then
+        meson setup build-bench-posix -Dbuildtype=release -Dplatform=posix >/dev/null || exit 1
+    fi
+    ninja -C build-bench-posix >/dev/null || exit 1
+    WP=$PWD/build-bench-posix/weir
+    prep_a() { :; }; prep_b() { :; }
+    A="cat $MIX | $WP -q | cat >/dev/null"
+    B="cat $MIX | $W -q | cat >/dev/null"
+    run_case "POSIX build vs Linux build: \`cat F \\| weir \\| cat\`" "≤ 1.25"
+    prep_a() { W=$WP start_weir_listener; A="$WP -q -O 127.0.0.1:$LP -i $MIX"; }
+    prep_b() { start_weir_listener; B="$W -q -O 127.0.0.1:$LP -i $MIX"; }
+    run_case "POSIX build vs Linux build: loopback \`weir -O\` → \`weir -I\`" "≤ 1.25"
+    A="$WP -q -z -T 2 -i $MIX -o /dev/null"
+    B="$W -q -z -T 2 -i $MIX -o /dev/null"
+    prep_a() { :; }; prep_b() { :; }
+    run_case "POSIX build vs Linux build: \`weir -z -T 2\` (mixed)" "≤ 1.25"
+    prep_a() { W=$WP start_weir_listener $KEY; A="$WP -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
+    prep_b() { start_weir_listener $KEY; B="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
+    run_case "POSIX build vs Linux build: keyed loopback" "≤ 1.25"
+}
+
+case_enc_ssh() {
+    prep_a() { start_weir_listener $KEY; A="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
+    prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
+    run_case "encrypted loopback \`weir --key-file\` vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 0.30"
+}
+
+case_enc_plain() {
+    prep_a() { start_weir_listener $KEY; A="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
+    prep_b() { start_weir_listener; B="$W -q -O 127.0.0.1:$LP -i $MIX"; }
+    run_case "encrypted weir vs the same without a key" "≤ 2.0"
+}
+
+case_enc_z() {
+    prep_a() { start_weir_listener $KEY; A="$W -q -z $KEY -O 127.0.0.1:$LP -i $MIX"; }
+    prep_b() { B="lz4 -q -1 -c $MIX | $SSH 'lz4 -q -d -c >/dev/null'"; }
+    run_case "\`weir -z --key-file\` vs \`lz4 -1 \| ssh -c aes128-gcm 'lz4 -d'\`" "≤ 0.35"
+}
+
+case_ssh_z() {
+    # one command over ssh against syncoid's recipe, both pushing the same data
+    prep_a() { A="$W -q -z $WSSH --remote 'cat >/dev/null' -i $MIX"; }
+    prep_b() { B="lz4 -q -1 -c $MIX | mbuffer -q -s 128k -m 16M | $SSH 'mbuffer -q -s 128k -m 16M | lz4 -q -d -c >/dev/null'"; }
+    run_case "\`weir -z --ssh\` push vs \`lz4 -1 | mbuffer | ssh -c aes128-gcm 'mbuffer | lz4 -d'\` (syncoid)" "≤ 0.35"
+}
+
+case_ssh_plain() {
+    prep_a() { A="$W -q $WSSH --remote 'cat >/dev/null' -i $MIX"; }
+    prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
+    run_case "\`weir --ssh\` push vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 0.35"
+}
+
+case_ssh_tunnel() {
+    prep_a() { A="$W -q --ssh-tunnel $WSSH --remote 'cat >/dev/null' -i $MIX"; }
+    prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
+    run_case "\`weir --ssh --ssh-tunnel\` vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 1.10"
+}
+
+case_resume_cuts() {
+    # reconnecting: 5 resets in the transfer against none, both through
+    # the cut proxy (a userspace relay, slower than loopback itself)
+    start_cut_proxy() {   # start_cut_proxy CUTS: a listener behind the proxy; sets PP, PX
+        start_weir_listener
+        rm -f "$T/px"
+        "$TT" cutproxy "$LP" "$1" $((bytes / 6)) reset >"$T/px" &
+        PX=$!
+        for _ in $(seq 200); do grep -q "listening on" "$T/px" 2>/dev/null && break; sleep 0.01; done
+        PP=$(grep -o 'listening on [0-9]*' "$T/px" | grep -o '[0-9]*$')
+    }
+    prep_a() { start_cut_proxy 5; A="$W -q -O 127.0.0.1:$PP -i $MIX; kill $PX"; }
+    prep_b() { start_cut_proxy 0; B="$W -q -O 127.0.0.1:$PP -i $MIX; kill $PX"; }
+    run_case "weir through the cut proxy, 5 resets vs none" "≤ 1.30"
+}
+
+case_resume_cost() {
+    # the held buffer, the confirmations, the first round trip: a
+    # regular file is read again for what the receiver lacks, so its
+    # sender holds nothing
+    resume_ab "loopback weir (may resume) vs \`--reconnect 0\` on both ends" file "" ""
+}
+
+case_resume_cost_pipe() {
+    # a pipe cannot be read again: the sender holds what is unconfirmed
+    resume_ab "from a pipe: may resume (holds) vs \`--reconnect 0\` on both ends" pipe "" ""
+}
+
+case_resume_cost_z() {
+    # -z: the compressed stream cannot be made again without compressing
+    # again, so the sender holds it even from a regular file
+    resume_ab "\`-z\`: may resume (holds) vs \`--reconnect 0\` on both ends" file "" "-z"
+}
+
+case_resume_cost_key() {
+    # a key: sealed records carry no sums of their own to check a file
+    # read again against, so the sender holds them
+    resume_ab "\`--key-file\`: may resume (holds) vs \`--reconnect 0\` on both ends" file \
+        "$KEY" "$KEY"
+}
+
+case_resume_window() {
+    # a short --readahead beside a connection that may resume: the
+    # reader must stay ahead of the hold, not level with it (it waited
+    # for each confirmation: 4.8 times as long)
+    prep_a() { start_weir_listener; A="$W -q --readahead 2M -O 127.0.0.1:$LP -i $MIX"; }
+    prep_b() { start_weir_listener --reconnect 0; B="$W -q --readahead 2M --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
+    run_case "\`--readahead 2M\`, may resume vs \`--reconnect 0\` on both ends" "≤ 1.30"
+}
+
+case_resume_noise() {
+    # the same command on both sides: the interval this machine's noise
+    # alone gives a ratio, for resume_cost's
+    resume_ab "noise: \`--reconnect 0\` vs itself, as resume_cost" file "" "" "--reconnect 0"
+}
+
+case_enc_cpu() {
+    local t i c e   # c: a figure here, not the case (the loop's)
+    # the sending side alone: its CPU seconds per GiB with one and two workers
+    for t in 1 2; do
+        : >"$T/cpu"
         for i in $(seq "$RUNS"); do
-            start_weir_listener
-            timed "$W -q -O 127.0.0.1:$LP -i $MIX" >>"$T/a"; wait
+            start_weir_listener $KEY
+            /usr/bin/time -o "$T/time" -f "%U %S %e" "$W" -q -T "$t" $KEY -O "127.0.0.1:$LP" -i "$MIX"
+            wait
+            awk -v b="$bytes" '{ printf "%.3f %.3f\n", ($1 + $2) / (b / 1073741824), $3 }' "$T/time" >>"$T/cpu"
+        done
+        c=$(cut -d' ' -f1 "$T/cpu" | median); e=$(cut -d' ' -f2 "$T/cpu" | median)
+        printf '| encrypted sender, -T %s: CPU per GiB (wall) | %s s (%s s) | | | scales with -T | |\n' "$t" "$c" "$e"
+    done
+}
+
+case_rss() {
+    /usr/bin/time -o "$T/rss" -f %M bash -c "cat $MIX | $W -q -m 1G >/dev/null"
+    awk -v s="$SIZE" -v r="$(cat "$T/rss")" 'BEGIN {
+        printf "| peak RSS, %s through `weir -m 1G`, consumer keeps up | %.1f MiB | | | ≤ 64 MiB | |\n",
+               s, r / 1024 }' </dev/null
+}
+
+case_link() {
+    # a link test's one-way figures against iperf3's, side by side over
+    # loopback, alternately: 128 KiB writes (iperf3's default length),
+    # LDUR seconds each (default 2), with and against the way iperf3 -R
+    # measures the other direction
+    LDUR=${LDUR:-2}
+    : >"$T/lo"; : >"$T/li"; : >"$T/io"; : >"$T/ii"
+    for i in $(seq "$RUNS"); do
+        start_weir_listener --allow-link-test
+        lpid=$!
+        "$W" -q --link-test -O "127.0.0.1:$LP" --duration "$LDUR" --sweep 128k \
+            --progress=json="$T/lj" >/dev/null
+        kill "$lpid" 2>/dev/null; wait
+        for d in out in; do
+            grep -o "\"direction\":\"$d\",\"figure\":{[^}]*" "$T/lj" \
+                | grep -o '"rate":[0-9]*' | cut -d: -f2 >>"$T/l${d:0:1}"
+        done
+        for r in "" -R; do
             p=$("$TT" freeport)
             iperf3 -s -1 -p "$p" >/dev/null 2>&1 & "$TT" waitlisten "$p" 5
-            iperf3 -c 127.0.0.1 -p "$p" -n "$bytes" -f k 2>/dev/null \
-                | awk '/receiver/ {for (i=1;i<=NF;i++) if ($i ~ /Kbits/) print $(i-1)*1000/8}' >>"$T/ib"
+            iperf3 -c 127.0.0.1 -p "$p" -t "$LDUR" -l 128K $r -f k 2>/dev/null \
+                | awk '/receiver/ {for (i=1;i<=NF;i++) if ($i ~ /Kbits/) print $(i-1)*1000/8}' \
+                >>"$T/i$([ -z "$r" ] && echo o || echo i)"
             wait
         done
-        ta=$(cut -d' ' -f1 "$T/a" | median)
-        ib=$(median <"$T/ib")
-        awk -v b="$bytes" -v ta="$ta" -v ib="$ib" 'BEGIN {
-            printf "| loopback weir vs `iperf3` (the machine'"'"'s limit) | %.2f GB/s | %.2f GB/s | **%.2f** of it | ≥ 0.80 | |\n",
-                   b / ta / 1e9, ib / 1e9, b / ta / ib }' </dev/null ;;
-    lz4)
-        prep_a() { :; }; prep_b() { :; }
-        A="$W -q -z -T 2 -i $MIX -o /dev/null"
-        B="lz4 -q -1 -c $MIX >/dev/null"
-        run_case "\`weir -z -T 2\` vs \`lz4 -1\` (mixed)" "≤ 0.55"
-        A="$W -q -z -T 2 -i $RND -o /dev/null"
-        B="lz4 -q -1 -c $RND >/dev/null"
-        run_case "\`weir -z -T 2\` vs \`lz4 -1\` (random)" "≤ 0.55"
-        wz=$("$W" -q -z -i "$MIX" | wc -c); lz=$(stat -c %s "$MIX.lz4")
-        awk -v a="$wz" -v b="$lz" 'BEGIN {
-            printf "| compressed size, weir -z vs lz4 -1 (mixed) | %d B | %d B | **%.3f** | within 2%% | |\n",
-                   a, b, a / b }' </dev/null ;;
-    lz4d)
-        prep_a() { :; }; prep_b() { :; }
-        A="$W -q -d -i $MIX.lz4 -o /dev/null"
-        B="lz4 -q -d -c $MIX.lz4 >/dev/null"
-        run_case "\`weir -d\` vs \`lz4 -d\` of an lz4 file" "≤ 0.80"
-        "$W" -q -z -i "$MIX" -f -o "$T/mix.z.lz4"
-        A="$W -q -d -i $T/mix.z.lz4 -o /dev/null"
-        B="lz4 -q -d -c $T/mix.z.lz4 >/dev/null"
-        run_case "\`weir -d\` vs \`lz4 -d\` of a weir -z file" "≤ 0.80"
-        rm -f "$T/mix.z.lz4" ;;
-    lz4_tcp)
-        prep_a() { start_weir_listener; A="$W -q -z -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() {
-            local p; p=$("$TT" freeport)
-            bash -c "mbuffer -q -I $p 2>/dev/null | lz4 -q -d -c >/dev/null" & "$TT" waitlisten "$p" 5
-            B="lz4 -q -1 -c $MIX | mbuffer -q -O 127.0.0.1:$p 2>/dev/null"
-        }
-        run_case "\`weir -z -O\` → \`weir -I\` vs \`lz4 \\| mbuffer\` → \`mbuffer \\| lz4 -d\`" "≤ 0.60" ;;
-    posix)
-        # the portable build (-Dplatform=posix: no splice, no pipe sizes,
-        # signals looked for between pauses) against the Linux build
-        if [ ! -f build-bench-posix/build.ninja ]; then
-            meson setup build-bench-posix -Dbuildtype=release -Dplatform=posix >/dev/null || exit 1
-        fi
-        ninja -C build-bench-posix >/dev/null || exit 1
-        WP=$PWD/build-bench-posix/weir
-        prep_a() { :; }; prep_b() { :; }
-        A="cat $MIX | $WP -q | cat >/dev/null"
-        B="cat $MIX | $W -q | cat >/dev/null"
-        run_case "POSIX build vs Linux build: \`cat F \\| weir \\| cat\`" "≤ 1.25"
-        prep_a() { W=$WP start_weir_listener; A="$WP -q -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { start_weir_listener; B="$W -q -O 127.0.0.1:$LP -i $MIX"; }
-        run_case "POSIX build vs Linux build: loopback \`weir -O\` → \`weir -I\`" "≤ 1.25"
-        A="$WP -q -z -T 2 -i $MIX -o /dev/null"
-        B="$W -q -z -T 2 -i $MIX -o /dev/null"
-        prep_a() { :; }; prep_b() { :; }
-        run_case "POSIX build vs Linux build: \`weir -z -T 2\` (mixed)" "≤ 1.25"
-        prep_a() { W=$WP start_weir_listener $KEY; A="$WP -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { start_weir_listener $KEY; B="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
-        run_case "POSIX build vs Linux build: keyed loopback" "≤ 1.25" ;;
-    enc_ssh)
-        prep_a() { start_weir_listener $KEY; A="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
-        run_case "encrypted loopback \`weir --key-file\` vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 0.30" ;;
-    enc_plain)
-        prep_a() { start_weir_listener $KEY; A="$W -q $KEY -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { start_weir_listener; B="$W -q -O 127.0.0.1:$LP -i $MIX"; }
-        run_case "encrypted weir vs the same without a key" "≤ 2.0" ;;
-    enc_z)
-        prep_a() { start_weir_listener $KEY; A="$W -q -z $KEY -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { B="lz4 -q -1 -c $MIX | $SSH 'lz4 -q -d -c >/dev/null'"; }
-        run_case "\`weir -z --key-file\` vs \`lz4 -1 \| ssh -c aes128-gcm 'lz4 -d'\`" "≤ 0.35" ;;
-    ssh_z)
-        # one command over ssh against syncoid's recipe, both pushing the same data
-        prep_a() { A="$W -q -z $WSSH --remote 'cat >/dev/null' -i $MIX"; }
-        prep_b() { B="lz4 -q -1 -c $MIX | mbuffer -q -s 128k -m 16M | $SSH 'mbuffer -q -s 128k -m 16M | lz4 -q -d -c >/dev/null'"; }
-        run_case "\`weir -z --ssh\` push vs \`lz4 -1 | mbuffer | ssh -c aes128-gcm 'mbuffer | lz4 -d'\` (syncoid)" "≤ 0.35" ;;
-    ssh_plain)
-        prep_a() { A="$W -q $WSSH --remote 'cat >/dev/null' -i $MIX"; }
-        prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
-        run_case "\`weir --ssh\` push vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 0.35" ;;
-    ssh_tunnel)
-        prep_a() { A="$W -q --ssh-tunnel $WSSH --remote 'cat >/dev/null' -i $MIX"; }
-        prep_b() { B="$SSH 'cat >/dev/null' <$MIX"; }
-        run_case "\`weir --ssh --ssh-tunnel\` vs \`ssh -c aes128-gcm 'cat >/dev/null'\`" "≤ 1.10" ;;
-    resume_cuts)
-        # reconnecting: 5 resets in the transfer against none, both through
-        # the cut proxy (a userspace relay, slower than loopback itself)
-        start_cut_proxy() {   # start_cut_proxy CUTS: a listener behind the proxy; sets PP, PX
-            start_weir_listener
-            rm -f "$T/px"
-            "$TT" cutproxy "$LP" "$1" $((bytes / 6)) reset >"$T/px" &
-            PX=$!
-            for _ in $(seq 200); do grep -q "listening on" "$T/px" 2>/dev/null && break; sleep 0.01; done
-            PP=$(grep -o 'listening on [0-9]*' "$T/px" | grep -o '[0-9]*$')
-        }
-        prep_a() { start_cut_proxy 5; A="$W -q -O 127.0.0.1:$PP -i $MIX; kill $PX"; }
-        prep_b() { start_cut_proxy 0; B="$W -q -O 127.0.0.1:$PP -i $MIX; kill $PX"; }
-        run_case "weir through the cut proxy, 5 resets vs none" "≤ 1.30" ;;
-    resume_cost)
-        # the held buffer, the confirmations, the first round trip: a
-        # regular file is read again for what the receiver lacks, so its
-        # sender holds nothing
-        resume_ab "loopback weir (may resume) vs \`--reconnect 0\` on both ends" file "" "" ;;
-    resume_cost_pipe)
-        # a pipe cannot be read again: the sender holds what is unconfirmed
-        resume_ab "from a pipe: may resume (holds) vs \`--reconnect 0\` on both ends" pipe "" "" ;;
-    resume_cost_z)
-        # -z: the compressed stream cannot be made again without compressing
-        # again, so the sender holds it even from a regular file
-        resume_ab "\`-z\`: may resume (holds) vs \`--reconnect 0\` on both ends" file "" "-z" ;;
-    resume_cost_key)
-        # a key: sealed records carry no sums of their own to check a file
-        # read again against, so the sender holds them
-        resume_ab "\`--key-file\`: may resume (holds) vs \`--reconnect 0\` on both ends" file \
-            "$KEY" "$KEY" ;;
-    resume_window)
-        # a short --readahead beside a connection that may resume: the
-        # reader must stay ahead of the hold, not level with it (it waited
-        # for each confirmation: 4.8 times as long)
-        prep_a() { start_weir_listener; A="$W -q --readahead 2M -O 127.0.0.1:$LP -i $MIX"; }
-        prep_b() { start_weir_listener --reconnect 0; B="$W -q --readahead 2M --reconnect 0 -O 127.0.0.1:$LP -i $MIX"; }
-        run_case "\`--readahead 2M\`, may resume vs \`--reconnect 0\` on both ends" "≤ 1.30" ;;
-    resume_noise)
-        # the same command on both sides: the interval this machine's noise
-        # alone gives a ratio, for resume_cost's
-        resume_ab "noise: \`--reconnect 0\` vs itself, as resume_cost" file "" "" "--reconnect 0" ;;
-    enc_cpu)
-        # the sending side alone: its CPU seconds per GiB with one and two workers
-        for t in 1 2; do
-            : >"$T/cpu"
-            for i in $(seq "$RUNS"); do
-                start_weir_listener $KEY
-                /usr/bin/time -o "$T/time" -f "%U %S %e" "$W" -q -T "$t" $KEY -O "127.0.0.1:$LP" -i "$MIX"
-                wait
-                awk -v b="$bytes" '{ printf "%.3f %.3f\n", ($1 + $2) / (b / 1073741824), $3 }' "$T/time" >>"$T/cpu"
-            done
-            c=$(cut -d' ' -f1 "$T/cpu" | median); e=$(cut -d' ' -f2 "$T/cpu" | median)
-            printf '| encrypted sender, -T %s: CPU per GiB (wall) | %s s (%s s) | | | scales with -T | |\n' "$t" "$c" "$e"
-        done ;;
-    rss)
-        /usr/bin/time -o "$T/rss" -f %M bash -c "cat $MIX | $W -q -m 1G >/dev/null"
-        awk -v s="$SIZE" -v r="$(cat "$T/rss")" 'BEGIN {
-            printf "| peak RSS, %s through `weir -m 1G`, consumer keeps up | %.1f MiB | | | ≤ 64 MiB | |\n",
-                   s, r / 1024 }' </dev/null ;;
-    link)
-        # a link test's one-way figures against iperf3's, side by side over
-        # loopback, alternately: 128 KiB writes (iperf3's default length),
-        # LDUR seconds each (default 2), with and against the way iperf3 -R
-        # measures the other direction
-        LDUR=${LDUR:-2}
-        : >"$T/lo"; : >"$T/li"; : >"$T/io"; : >"$T/ii"
-        for i in $(seq "$RUNS"); do
-            start_weir_listener --allow-link-test
-            lpid=$!
-            "$W" -q --link-test -O "127.0.0.1:$LP" --duration "$LDUR" --sweep 128k \
-                --progress=json="$T/lj" >/dev/null
-            kill "$lpid" 2>/dev/null; wait
-            for d in out in; do
-                grep -o "\"direction\":\"$d\",\"figure\":{[^}]*" "$T/lj" \
-                    | grep -o '"rate":[0-9]*' | cut -d: -f2 >>"$T/l${d:0:1}"
-            done
-            for r in "" -R; do
-                p=$("$TT" freeport)
-                iperf3 -s -1 -p "$p" >/dev/null 2>&1 & "$TT" waitlisten "$p" 5
-                iperf3 -c 127.0.0.1 -p "$p" -t "$LDUR" -l 128K $r -f k 2>/dev/null \
-                    | awk '/receiver/ {for (i=1;i<=NF;i++) if ($i ~ /Kbits/) print $(i-1)*1000/8}' \
-                    >>"$T/i$([ -z "$r" ] && echo o || echo i)"
-                wait
-            done
-        done
-        for d in o i; do
-            echo "# link $d, bytes/s each run: weir $(tr '\n' ' ' <"$T/l$d")/ iperf3 $(tr '\n' ' ' <"$T/i$d")" >&2
-            lw=$(median <"$T/l$d"); li=$(median <"$T/i$d")
-            awk -v a="$lw" -v b="$li" -v d="$d" -v s="$LDUR" 'BEGIN {
-                printf "| loopback `weir --link-test` %s vs `iperf3%s` (128 KiB writes, %s s) | %.2f GB/s | %.2f GB/s | **%.2f** | 0.90 to 1.10 | |\n",
-                       d == "o" ? "out" : "in", d == "o" ? "" : " -R", s, a / 1e9, b / 1e9, a / b }' </dev/null
-        done ;;
-    latency)
-        lw=$("$TT" latency 50 "$W" -q)
-        lc=$("$TT" latency 50 cat)
-        printf '| first line out after it went in (median of 50) | %s µs | %s µs (cat) | | ≤ 10 ms | |\n' \
-            "$lw" "$lc" ;;
-    esac
+    done
+    for d in o i; do
+        echo "# link $d, bytes/s each run: weir $(tr '\n' ' ' <"$T/l$d")/ iperf3 $(tr '\n' ' ' <"$T/i$d")" >&2
+        lw=$(median <"$T/l$d"); li=$(median <"$T/i$d")
+        awk -v a="$lw" -v b="$li" -v d="$d" -v s="$LDUR" 'BEGIN {
+            printf "| loopback `weir --link-test` %s vs `iperf3%s` (128 KiB writes, %s s) | %.2f GB/s | %.2f GB/s | **%.2f** | 0.90 to 1.10 | |\n",
+                   d == "o" ? "out" : "in", d == "o" ? "" : " -R", s, a / 1e9, b / 1e9, a / b }' </dev/null
+    done
+}
+
+case_latency() {
+    lw=$("$TT" latency 50 "$W" -q)
+    lc=$("$TT" latency 50 cat)
+    printf '| first line out after it went in (median of 50) | %s µs | %s µs (cat) | | ≤ 10 ms | |\n' \
+        "$lw" "$lc"
+}
+
+# one_case NAME: the rows of case NAME (case_NAME above); an unknown name prints none
+one_case() {
+    declare -F "case_$1" >/dev/null && "case_$1"
 }
 
 for c in $CASES; do
