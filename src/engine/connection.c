@@ -299,7 +299,7 @@ void let_go(struct output *o)
     struct pipeline *p = o->p;
     /* a connection given up on is reset, not closed: a receiver that had
      * the whole stream must not take its end for the sender having the
-     * answer (reader_answer_home) */
+     * answer (receiver_answer_home) */
     o->t.ops->abort(&o->t);
     backchannel_stop(&o->bc);
     sync_lock(&p->lock);

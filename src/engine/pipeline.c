@@ -217,21 +217,21 @@ static int open_input(struct pipeline *p, struct weir_error *err)
         if (!c->tcp.listen_port[0] && p->listen_fd >= 0) {   /* the caller's socket */
             int fd = p->listen_fd;
             p->listen_fd = -1;
-            if (tcp_listener_adopt(&c->tcp, fd, &p->listener, err))
+            if (tcp_listener_adopt(&c->tcp, fd, &p->rx.listener, err))
                 return -1;
-            p->listener.handoff = c->listen_handoff;
+            p->rx.listener.handoff = c->listen_handoff;
             if (c->listen_handoff)
-                snprintf(p->listener.addr, sizeof p->listener.addr, "the service");
+                snprintf(p->rx.listener.addr, sizeof p->rx.listener.addr, "the service");
             return 0;
         }
         if (!c->tcp.listen_port[0]) {   /* only the connection given (channel_fd) */
-            memset(&p->listener, 0, sizeof p->listener);
-            p->listener.fd = -1;
-            snprintf(p->listener.addr, sizeof p->listener.addr, "%s",
+            memset(&p->rx.listener, 0, sizeof p->rx.listener);
+            receiver_init(&p->rx);
+            snprintf(p->rx.listener.addr, sizeof p->rx.listener.addr, "%s",
                      c->channel_name ? c->channel_name : "channel");
             return 0;
         }
-        return tcp_listen(&c->tcp, &p->listener, err);
+        return tcp_listen(&c->tcp, &p->rx.listener, err);
     case WEIR_IN_COMMAND: {
         int fd;
         if (child_spawn(&p->producer, CHILD_PRODUCER, c->command, false, p->log, &fd, err))
@@ -462,16 +462,16 @@ static int create(struct pipeline *p, struct weir_error *err)
         undo_start(p);
         return -1;
     }
-    if (c->input == WEIR_IN_LISTEN && p->listener.fd >= 0 && !p->listener.handoff) {
+    if (c->input == WEIR_IN_LISTEN && p->rx.listener.fd >= 0 && !p->rx.listener.handoff) {
         /* with port 0 the caller cannot know the port otherwise: say it even with -q */
         log_msg(p->log, strcmp(c->tcp.listen_port, "0") == 0 && !c->port_told ? LOG_NOTICE
                                                                                : LOG_INFO,
-                "listening on %s", p->listener.addr);
-        bool loopback = strncmp(p->listener.addr, "127.", 4) == 0 ||
-                        strncmp(p->listener.addr, "[::1]", 5) == 0;
+                "listening on %s", p->rx.listener.addr);
+        bool loopback = strncmp(p->rx.listener.addr, "127.", 4) == 0 ||
+                        strncmp(p->rx.listener.addr, "[::1]", 5) == 0;
         if (!p->keyed && !c->tcp.allow_host[0] && !loopback)
             log_msg(p->log, LOG_WARN, "no key and no allow-list: anyone who can reach %s can "
-                    "write into the output (see --key-file)", p->listener.addr);
+                    "write into the output (see --key-file)", p->rx.listener.addr);
     }
     sync_lock(&p->lock);
     if (p->ring.carved)
@@ -537,7 +537,6 @@ int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_e
     *out = (struct weir_engine *)p;
     p->cfg = c;
     p->log = log;
-    p->confirm_every = CODEC_CONFIRM_BYTES;
     p->main_thread = pthread_self();
     sync_mutex_init(&p->lock);
     sync_cond_init(&p->job_cv);
@@ -545,7 +544,7 @@ int weir_create(const struct weir_config *c, struct weir_log *log, struct weir_e
     ring_init(&p->ring, &p->lock, &p->stop, c->start_write_pct, c->resume_read_pct);
     ring_add_cursor(&p->ring, &p->content_cur, NULL, false);
     transport_none(&p->in);
-    p->listener.fd = -1;
+    receiver_init(&p->rx);
     p->reread_fd = -1;
     p->channel_fd = c->channel_fd;   /* owned from here on */
     p->listen_fd = c->listen_fd;     /* so is this */
@@ -575,7 +574,7 @@ void weir_destroy(struct weir_engine *e)
         return;
     struct weir_error ignored;
     atomic_bool stopping = true;   /* a child still there is stopped, not awaited */
-    tcp_listener_close(&p->listener);
+    tcp_listener_close(&p->rx.listener);
     if (p->channel_fd >= 0)
         close(p->channel_fd);
     if (p->listen_fd >= 0)
@@ -858,10 +857,7 @@ static void keep_sender_informed(struct pipeline *p, double now)
     /* under the lock: the reader sends its confirmations on the same
      * connection, and puts a new one in its place after a break */
     if (on)
-        session_keepalive(&p->back, written, phase, now);
-    uint64_t held = atomic_load(&p->held);
-    if (on && p->resumable && held > p->confirmed && session_confirm(&p->back, held))
-        p->confirmed = held;   /* what the reader has not said yet */
+        receiver_inform_locked(&p->rx, written, phase, now);
     sync_unlock(&p->lock);
 }
 
@@ -910,7 +906,7 @@ static void watch(struct pipeline *p, struct watchdog *w, double now)
     const struct ring *r = &p->ring;
     if (p->cfg->input == WEIR_IN_LISTEN && r->t_start <= 0)
         error_set(&e, WEIR_EXIT_NETWORK, "watchdog (-W %g): no sender connected to %s",
-                  w->limit, p->listener.addr);
+                  w->limit, p->rx.listener.addr);
     else if (!r->input_done && (r->empty_since >= 0 || !r->gate_open || !slowest))
         error_set(&e, p->in.status ? p->in.status : WEIR_EXIT_INPUT,
                   "watchdog (-W %g): %s sent nothing for %g s", w->limit, p->in.name,
@@ -992,12 +988,19 @@ static void answer_sender(struct pipeline *p)
     struct sync_stop_watch w = {.halt = false, .sig = 0, .running = false};
     struct weir_error err;
     (void)sync_stop_watch_start(&w, &err);   /* without it the waits keep their own bounds */
-    bool sent = reader_answer(p, code, msg, &w.halt);
-    if (!sent && !p->failed && !p->answer_home)
+    /* only an answer the sender can still want is taken home: success, or
+     * this end's outputs failing; not a stop (a signal here, the sender's
+     * abort, its weir gone) */
+    const struct receiver_verdict v = {.code = code, .msg = msg, .bytes = p->data_bytes,
+                                       .chain = p->stream_chain,
+                                       .whole = p->stream_whole && !p->failed,
+                                       .wanted = !p->failed ||
+                                                 p->first.status == WEIR_EXIT_OUTPUT};
+    bool sent = receiver_answer(&p->rx, &v, &w.halt);
+    if (!sent && !p->failed && !p->rx.answer_home)
         log_msg(p->log, LOG_WARN, "%s: could not send the final status: %s", p->in.name,
                 strerror(errno));
-    if (p->answer_home)
-        reader_answer_home(p, sent, code, msg, &w.halt);
+    receiver_answer_home(&p->rx, sent, &v, &w.halt);
     sync_stop_watch_end(&w);
     int sig = atomic_load(&w.sig);
     if (sig) {
@@ -1060,7 +1063,7 @@ bool weir_resumable(struct weir_engine *e)
 {
     struct pipeline *p = (struct pipeline *)e;
     sync_lock(&p->lock);
-    bool yes = p->resumable;
+    bool yes = p->rx.resumable;
     for (int i = 0; i < p->nout; i++)
         yes = yes || p->out[i].bc.resumable;
     sync_unlock(&p->lock);
@@ -1085,8 +1088,8 @@ bool weir_stream_whole(struct weir_engine *e)
 int weir_listen_port(const struct weir_engine *e)
 {
     const struct pipeline *p = (const struct pipeline *)e;
-    const char *colon = strrchr(p->listener.addr, ':');
-    return p->listener.fd >= 0 && colon ? atoi(colon + 1) : -1;
+    const char *colon = strrchr(p->rx.listener.addr, ':');
+    return p->rx.listener.fd >= 0 && colon ? atoi(colon + 1) : -1;
 }
 
 bool weir_succeeded(const struct weir_engine *e)

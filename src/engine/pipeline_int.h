@@ -26,6 +26,7 @@
 #include "format/stream.h"
 #include "link/backchannel.h"
 #include "link/listener.h"
+#include "link/receiver.h"
 #include "link/session.h"
 #include "transport/child.h"
 #include "transport/tcp.h"
@@ -245,36 +246,21 @@ struct pipeline {
     struct transport in;
     struct child producer;     /* a producer command */
     bool has_producer;
-    unsigned char ahead[LISTENER_AHEAD_MAX];   /* read while admitting */
-    size_t nahead, ahead_pos;
-    bool in_plain;             /* the listener admitted plain bytes (plain_too) */
     bool answer_sender;        /* lock: the input is a weir stream over TCP */
-    bool answer_word;          /* the reader's, then main's: its sender says when it has
-                                  read the answer (CODEC_FEATURE_ANSWER_READ) */
-    double answer_until;       /* main's: then, the end of its wait for that word */
     uint64_t stream_chain;     /* lock: the received stream's chain, once verified */
     bool stream_whole;         /* lock: the received stream ended, whole and verified */
-    bool answer_home;          /* lock while the reader runs, then the main thread's: a
-                                  resumable session's stream ended whole; its listener
-                                  and token stay until the sender has the answer */
     bool input_closed;         /* lock: the reader closed the input */
-    struct session_in back;    /* keepalives (main), confirmations (the reader), the
-                                  answer (main, at the end): written under lock */
-    /* a resumable session, receiving (--reconnect; reader.c): */
-    bool resumable;            /* lock: the sender was told the session's token */
-    unsigned char token[CODEC_TOKEN_SIZE];   /* the reader's */
-    char identity[KEY_ID_MAX + 1];   /* the reader's: with a key, the session's key's */
+    /* a weir sender's session (link/receiver.h): its listener, admission,
+     * confirmations, taking it back, and the answer; registered with the
+     * pipeline's lock and the input's slot */
+    struct receiver rx;
     _Atomic uint64_t held;     /* bytes of the stream handed to the decoder (the reader's) */
-    uint64_t confirmed;        /* lock: what the last confirmation said */
-    uint64_t confirm_every;    /* the reader's: CODEC_CONFIRM_BYTES, or _REREAD_BYTES for a
-                                  sender that reads its input again */
     struct stream_decoder *decoder;   /* the reader's: whether the stream has ended */
     /* reconnections, lock: this end's (an input's, or its outputs' summed in
      * snapshots) */
     unsigned reconnections;
     double gap_secs;           /* time spent without the connection, gaps over */
     double gap_since;          /* > 0: in a gap since then */
-    struct tcp_listener listener;
     int channel_fd;            /* weir.h: a connection given, until the reader admits it */
     int listen_fd;             /* weir.h: a listening socket given, until open_input takes it */
     pthread_t reader;
@@ -325,18 +311,6 @@ void plan_readahead_locked(struct pipeline *p);
 
 /* reader.c, writer.c, worker.c: thread bodies */
 void *reader_main(void *arg);
-/* reader.c: after the answer was sent (sent: without an error), make sure
- * a resumable session's sender has it: a connection that broke before the
- * sender could read it is waited for again on the listening socket, and
- * the sender that comes back is told the whole stream is held and given
- * the answer again.  The main thread's, at the end of weir_run(). */
-/* The main thread's answer to the sender, once every output is done: true
- * when it went.  A sender that will say it read it is waited for (its 'D',
- * or a knock of its return), within the answer-home window; halt ends
- * the wait. */
-bool reader_answer(struct pipeline *p, int code, const char *msg, atomic_bool *halt);
-void reader_answer_home(struct pipeline *p, bool sent, int code, const char *msg,
-                        atomic_bool *halt);
 void *writer_main(void *arg);
 void *worker_main(void *arg);
 /* worker.c: queue a job (lock held); its result goes to a new pending slot

@@ -31,8 +31,6 @@
  * trailer vouches for the stream.
  */
 #include <errno.h>
-#include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,67 +47,6 @@
 
 #include "engine/reader_int.h"
 
-
-
-/* A read's error that says the network broke the connection (a reset, a
- * timeout, a route or a link gone), not that the stream is bad. */
-static bool network_break(int err)
-{
-    return err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
-           err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN || err == EHOSTDOWN;
-}
-
-/* A resumable session's connection that broke once the whole stream had
- * arrived (after the trailer; the sender's half-close lost in a reset):
- * the stream ends as with EOF, and the answer still finds its sender. */
-static bool whole_then_broke(struct pipeline *p, int err)
-{
-    sync_lock(&p->lock);
-    bool resumable = p->resumable;
-    sync_unlock(&p->lock);
-    const struct stream_decoder *d = p->decoder;
-    return resumable && d && !d->in_stream && d->streams > 0 && !atomic_load(&p->stop) &&
-           (network_break(err) || err == EPIPE);
-}
-
-/* A resumable session's connection that ended once the whole stream had
- * arrived, with a reset behind the end: Linux reports a reset that came
- * with data still queued as the end (0) once the data is read, and keeps
- * the error for SO_ERROR (or for the first send, which takes it).  Such an
- * end is a break like whole_then_broke's. */
-static bool whole_then_reset(struct pipeline *p)
-{
-    if (!p->in.is_socket || p->in.fd < 0)
-        return false;
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (getsockopt(p->in.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
-        return whole_then_broke(p, err);
-    /* a send on it (a confirmation, a keepalive) may have taken the error
-     * already; the state still tells a reset (closed) from the sender's
-     * orderly end (close-wait) */
-    return os_tcp_closed(p->in.fd) == 1 && whole_then_broke(p, ECONNRESET);
-}
-
-/* Whether a failed read (got 0: the end) broke a session that may resume:
- * a reset, a cut, a timeout, an encrypted stream cut short, before the
- * stream's trailer; not a stop, nor an abort (which the decoder reads as a
- * record), nor bytes that do not open. */
-static bool broken_session(struct reader *r, ssize_t got, int err)
-{
-    struct pipeline *p = r->p;
-    sync_lock(&p->lock);
-    bool resumable = p->resumable;
-    sync_unlock(&p->lock);
-    const struct stream_decoder *d = p->decoder;
-    bool ended = d && !d->in_stream && d->streams > 0;
-    if (!resumable || ended || atomic_load(&p->stop))
-        return false;
-    if (got == 0)
-        return true;
-    return network_break(err) || (err == EPIPE && p->in.sealed);
-}
-
 /* While the session's connection brings data, anyone else who connects
  * is refused at once, as a closed port would have before (the port stays
  * open for the sender's return): told that a transfer is under way, which
@@ -117,58 +54,11 @@ static bool broken_session(struct reader *r, ssize_t got, int err)
 #define KNOCK_SECS 0.5
 static void refuse_others(struct reader *r)
 {
-    struct pipeline *p = r->p;
     double now = clock_now();
     if (now < r->next_knock)
         return;
     r->next_knock = now + KNOCK_SECS;
-    sync_lock(&p->lock);
-    bool resumable = p->resumable;
-    sync_unlock(&p->lock);
-    struct pollfd knock = {.fd = p->listener.fd, .events = POLLIN};
-    if (resumable && p->listener.fd >= 0 && poll(&knock, 1, 0) > 0)
-        listener_refuse_waiting(&p->listener, p->cfg->tcp.raw, p->log);
-}
-
-/* Tell a sender that may resume how much of the stream this end holds. */
-static void confirm(struct pipeline *p, uint64_t held)
-{
-    sync_lock(&p->lock);
-    if (p->resumable && session_confirm(&p->back, held))
-        p->confirmed = held;
-    sync_unlock(&p->lock);
-}
-
-/* Read the input.  While a session may resume, a connection that says
- * nothing for RESUME_SILENCE_SECS while a new one waits on the listening
- * socket is taken for broken (*silent): its sender found it dead and came
- * back.  (A stranger knocking at such a time only makes a live sender
- * reconnect.)  Its reads wait a second at a time, which keeps the state of
- * a record under way. */
-static ssize_t read_watching(struct reader *r, void *buf, size_t n, bool *silent)
-{
-    struct pipeline *p = r->p;
-    sync_lock(&p->lock);
-    bool watch = p->resumable && p->listener.fd >= 0;
-    sync_unlock(&p->lock);
-    if (!watch)
-        return p->in.ops->read(&p->in, buf, n, r->timeout_ms, &p->stop);
-    double since = clock_now();
-    for (;;) {
-        int slice = r->timeout_ms < 0 || r->timeout_ms > 1000 ? 1000 : r->timeout_ms;
-        ssize_t got = p->in.ops->read(&p->in, buf, n, slice, &p->stop);
-        if (got >= 0 || errno != ETIMEDOUT)
-            return got;
-        double quiet = clock_now() - since;
-        if (r->timeout_ms >= 0 && quiet * 1000 >= r->timeout_ms)
-            return -1;   /* --timeout: ETIMEDOUT */
-        struct pollfd knock = {.fd = p->listener.fd, .events = POLLIN};
-        if (quiet >= RESUME_SILENCE_SECS && poll(&knock, 1, 0) > 0) {
-            *silent = true;
-            errno = ETIMEDOUT;
-            return -1;
-        }
-    }
+    receiver_refuse_others(&r->p->rx);
 }
 
 /* The stream_source behind every read of the input. */
@@ -176,11 +66,7 @@ static ssize_t read_watching(struct reader *r, void *buf, size_t n, bool *silent
  * first: the bytes taken, 0 when none is left. */
 static size_t take_ahead(struct pipeline *p, void *buf, size_t n)
 {
-    if (p->ahead_pos >= p->nahead)
-        return 0;
-    size_t take = p->nahead - p->ahead_pos < n ? p->nahead - p->ahead_pos : n;
-    memcpy(buf, p->ahead + p->ahead_pos, take);
-    p->ahead_pos += take;
+    size_t take = receiver_take_ahead(&p->rx, buf, n);
     atomic_fetch_add(&p->in_bytes, (uint64_t)take);
     atomic_fetch_add(&p->held, (uint64_t)take);
     return take;
@@ -197,24 +83,7 @@ static void confirm_if_idle(struct reader *r)
         return;
     r->owe_confirm = false;
     if (p->in.ops->wait(&p->in, POLLIN, CONFIRM_IDLE_MS, &p->stop) != 0 && errno == ETIMEDOUT)
-        confirm(p, atomic_load(&p->held));
-}
-
-/* Why a read (got, errno) broke a session that may resume, in words. */
-static void break_cause(const struct reader *r, ssize_t got, bool silent, char *cause,
-                        size_t len)
-{
-    if (silent)
-        snprintf(cause, len, "it said nothing for %g s, and a new connection is waiting",
-                 RESUME_SILENCE_SECS);
-    else if (got == 0)
-        snprintf(cause, len, "the sender's end closed it");
-    else if (errno == ETIMEDOUT)
-        snprintf(cause, len, "no progress for %g s", r->p->cfg->tcp.io_timeout);
-    else if (errno == EPIPE)
-        snprintf(cause, len, "the encrypted stream was cut short");
-    else
-        snprintf(cause, len, "%s", strerror(errno));
+        (void)receiver_confirm(&p->rx, atomic_load(&p->held), true);
 }
 
 /* got bytes arrived: count them, confirm them to a sender that may
@@ -227,20 +96,21 @@ static int took(struct reader *r, size_t got, size_t asked)
     struct pipeline *p = r->p;
     atomic_fetch_add(&p->in_bytes, (uint64_t)got);
     uint64_t held = atomic_fetch_add(&p->held, (uint64_t)got) + (uint64_t)got;
-    sync_lock(&p->lock);
-    bool resumable = p->resumable;
-    uint64_t unconfirmed = held - p->confirmed;
-    sync_unlock(&p->lock);
-    if (resumable && unconfirmed >= p->confirm_every)
-        confirm(p, held);
-    else
-        r->owe_confirm = resumable && unconfirmed > 0 && got < asked;
+    r->owe_confirm = receiver_confirm(&p->rx, held, false) && got < asked;
     refuse_others(r);
     if (ratelimit_take(&p->read_rl, got, &p->stop)) {
         errno = ECANCELED;
         return -1;
     }
     return 0;
+}
+
+/* Whether the stream has ended: its trailer was read (a break after it is
+ * the end). */
+static bool stream_ended(const struct pipeline *p)
+{
+    const struct stream_decoder *d = p->decoder;
+    return d && !d->in_stream && d->streams > 0;
 }
 
 static ssize_t source_read(void *ctx, void *buf, size_t n)
@@ -255,16 +125,16 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
             n = READ_MAX;
         n = ratelimit_chunk(&p->read_rl, n);
         confirm_if_idle(r);
-        bool silent = false;
-        ssize_t got = read_watching(r, buf, n, &silent);
-        if (got <= 0 && broken_session(r, got, errno)) {
-            char cause[120];
-            break_cause(r, got, silent, cause, sizeof cause);
+        char cause[RECEIVER_CAUSE_MAX];
+        enum receiver_read how;
+        ssize_t got = receiver_read(&p->rx, buf, n, r->timeout_ms, stream_ended(p), cause,
+                                    &how);
+        if (how == RECEIVER_BROKE) {
             if (resume_input(r, cause) == 0)
                 continue;
             return -1;
         }
-        if ((got < 0 && whole_then_broke(p, errno)) || (got == 0 && whole_then_reset(p))) {
+        if (how == RECEIVER_BROKE_WHOLE) {
             r->broke_whole = true;   /* the end: the sender comes back for its answer */
             return 0;
         }
@@ -403,7 +273,7 @@ static bool input_would_wait(struct reader *r)
 {
     struct pipeline *p = r->p;
     if (p->in.regular || (r->staged && r->staged->pos < r->staged->end) ||
-        p->ahead_pos < p->nahead)
+        receiver_ahead_left(&p->rx))
         return false;
     struct pollfd pfd = {.fd = p->in.fd, .events = POLLIN};
     return poll(&pfd, 1, 0) <= 0;
@@ -557,7 +427,7 @@ static ssize_t fill_staging(struct reader *r, unsigned char *buf, bool *eof, uin
     bool short_read = false;
     *hole = 0;
     while (got < unit) {
-        if (short_read && got > 0 && p->ahead_pos >= p->nahead && !input_buffered(r)) {
+        if (short_read && got > 0 && !receiver_ahead_left(&p->rx) && !input_buffered(r)) {
             /* the producer paused: do not hold its data back for long */
             if (p->in.ops->wait(&p->in, POLLIN, IDLE_FLUSH_MS, &p->stop) != 0) {
                 if (errno == ETIMEDOUT)
@@ -885,13 +755,13 @@ static int read_input(struct reader *r, struct weir_error *e)
 {
     struct pipeline *p = r->p;
     const struct weir_config *c = p->cfg;
-    if ((p->encode || !p->may_decode || p->in_plain) && plan_holes(r, e) != STEP_OK)
+    if ((p->encode || !p->may_decode || p->rx.plain) && plan_holes(r, e) != STEP_OK)
         return STEP_FAIL;
     if (p->encode)
         return compress_input(r, e);
     if (!p->may_decode)
         return pass_through(r, NULL, e);
-    if (p->in_plain)   /* admitted as plain bytes: taken as they are, never decoded */
+    if (p->rx.plain)   /* admitted as plain bytes: taken as they are, never decoded */
         return pipeline_carve(p, (size_t)c->block, e) ? STEP_FAIL : pass_through(r, NULL, e);
     struct stream_decoder d;
     struct stream_source src = {.read = source_read, .settle = source_settle, .ctx = r,
@@ -900,7 +770,7 @@ static int read_input(struct reader *r, struct weir_error *e)
                                 .window_max = c->mem,   /* -m bounds a zstd window */
                                 /* the trailer ends it: a sender that will say
                                  * it read the answer keeps its direction open */
-                                .one_stream = p->cfg->channel_trusted || p->answer_word};
+                                .one_stream = p->cfg->channel_trusted || p->rx.answer_word};
     if (stream_init(&d, &src, e))
         return STEP_FAIL;
     p->decoder = &d;
@@ -1016,6 +886,7 @@ void *reader_main(void *arg)
     struct weir_error e;
     thread_unblock_wake();
     struct reader r = {.p = p};
+    register_receiver(p);
     int rc = p->cfg->input == WEIR_IN_LISTEN ? admit_sender(p, &e) : STEP_OK;
     if (rc == STEP_OK) {
         sync_lock(&p->lock);
@@ -1029,17 +900,10 @@ void *reader_main(void *arg)
     codec_zstd_free(NULL, &r.zstd);
     free(r.scan);
     sync_lock(&p->lock);
-    bool resumable = p->resumable;
-    p->resumable = false;   /* the stream is over: nothing more to confirm or resume */
-    /* whole: its sender may still have to come back for the answer */
-    p->answer_home = resumable && rc == STEP_OK && p->stream_whole &&
-                     (p->listener.fd >= 0 || p->cfg->input_redial);
-    bool home = p->answer_home;
+    bool whole = rc == STEP_OK && p->stream_whole;
     sync_unlock(&p->lock);
-    if (resumable && !home) {
-        tcp_listener_close(&p->listener);
-        OPENSSL_cleanse(p->token, sizeof p->token);
-    }
+    /* whole: its sender may still have to come back for the answer */
+    bool home = receiver_stream_over(&p->rx, whole);
     rc = close_input(p, rc, &e);
     if (rc == STEP_OK && p->encode)
         rc = compress_end(&r);
@@ -1050,10 +914,10 @@ void *reader_main(void *arg)
     p->jobs_done = true;
     sync_broadcast(&p->job_cv);
     sync_unlock(&p->lock);
-    if (home && p->answer_word && rc == STEP_OK && !r.broke_whole)
+    if (home && p->rx.answer_word && rc == STEP_OK && !r.broke_whole)
         watch_after_trailer(&r);
     if (home && r.broke_whole && rc == STEP_OK)
-        take_back_for_answer(p);
+        receiver_hold_for_answer(&p->rx, &p->stop);
     thread_done(p, &p->reader_running);
     return NULL;
 }

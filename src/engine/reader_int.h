@@ -1,8 +1,7 @@
 /*
  * reader_int.h - what the parts of the reader share: the thread and its
- * reading (reader.c), the input's connection to a weir sender: admitting
- * it, taking it back, dialling it again (admission.c), and the answer and
- * its way home (answer.c).
+ * reading (reader.c), and its registration with a weir sender's session
+ * (link/receiver.h) and what a break costs the engine (admission.c).
  */
 #ifndef WEIR_READER_INT_H
 #define WEIR_READER_INT_H
@@ -20,8 +19,6 @@
  * bytes, and whenever the connection has nothing more to read for now (the
  * sender may be waiting for the confirmation to free its buffer) */
 #define CONFIRM_IDLE_MS 2   /* an idle connection's bytes are confirmed after this */
-/* and a connection silent this long while another knocks is taken for dead */
-#define RESUME_SILENCE_SECS 10.0
 
 struct reader {
     struct pipeline *p;
@@ -54,32 +51,17 @@ struct reader {
 };
 
 /* ---- admission.c ---- */
-/* Admit the first sender that proves itself (listener.c).  One that may
- * resume is told the session's token: a random 128-bit name that only it
- * (and, without a key, whoever reads the connection) learns. */
+/* Register the engine with its receiver (link/receiver.h): its lock, the
+ * input's slot and counters, the listener's settings, the redial.  Before
+ * anything else the reader does. */
+void register_receiver(struct pipeline *p);
+/* Admit the first sender that proves itself (receiver_admit). */
 int admit_sender(struct pipeline *p, struct weir_error *e);
-/* Let the broken connection go and take the session's sender back: on
- * the listening socket (refusing any other, listener.c) for up to window
- * seconds, or by dialling it again.  stop ends the wait early; the dialling
- * follows the engine's own.  0 with the new connection as the input and
- * the sender told how much of the stream this end holds (where it resumes),
- * or -1 with errno and e. */
-int readmit(struct pipeline *p, double since, double window, atomic_bool *stop,
-                   struct weir_error *e);
 /* The connection of a session that may resume broke (cause): close it,
  * keep everything else as it is, and wait up to --reconnect for its sender
  * on the listening socket, refusing any other (listener.c).  Once it is
  * back, tell it how much of the stream this end holds: it sends the rest
  * from there.  0, or -1 (r->gone says why, or the engine is stopping). */
 int resume_input(struct reader *r, const char *cause);
-
-/* ---- answer.c ---- */
-/* The connection broke once the whole stream was in, and the outputs (a
- * consumer committing it) may take longer than the sender's --reconnect:
- * take the sender back now, on the reader's thread, with the ring already
- * finished, so that it is greeted, told the whole stream is held, and kept
- * informed by the keepalives until the answer.  A sender that does not
- * come back gets no answer: the outputs are whole all the same. */
-void take_back_for_answer(struct pipeline *p);
 
 #endif

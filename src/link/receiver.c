@@ -1,15 +1,44 @@
 /*
- * receiver.c - a weir receiver dials its sender again, and learns whether
- * an older sender's TCP acknowledged the answer.  See receiver.h.
+ * receiver.c - a weir receiver's side of a session while the stream
+ * arrives: admitting its sender and naming the session, confirmations,
+ * refusing others, taking the sender back after a break (on the listening
+ * socket, or dialling it again), and whether an older sender's TCP
+ * acknowledged the answer.  The answer's way home is answer.c.  See
+ * receiver.h.
  */
 #include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <poll.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <sys/socket.h>
 
 #include "base/sync.h"
 #include "link/receiver.h"
 #include "os/os.h"
+
+/* Dialling the sender again, and the admission of what it reaches. */
+struct receiver_dial {
+    receiver_dial_fn dial;
+    void *ctx;
+    struct tcp_listener *listener;
+    struct listener_config *cfg;   /* its channel_fd and accept_timeout are set here */
+    struct weir_log *log;
+};
+
+void receiver_init(struct receiver *r)
+{
+    memset(r, 0, sizeof *r);
+    r->listener.fd = -1;
+    r->confirm_every = CODEC_CONFIRM_BYTES;
+}
+
+void receiver_register(struct receiver *r, const struct receiver_owner *own)
+{
+    r->own = *own;
+}
 
 /* Sleep up to secs in short steps, or until stop. */
 static void pause_unless(double secs, atomic_bool *stop)
@@ -41,9 +70,14 @@ static int redial_once(const struct receiver_dial *d, double limit, atomic_bool 
     return -1;
 }
 
-int receiver_redial(const struct receiver_dial *d, double deadline, atomic_bool *stop,
-                    struct transport *t, unsigned char *ahead, size_t *nahead,
-                    struct listener_peer *peer, struct weir_error *e)
+/* Dial until deadline, with a growing pause, and admit what answers as
+ * the listener would (the sender proves itself with the session's token):
+ * 0 with t, ahead and peer as listener_admit gives them; -1 with errno
+ * ECONNREFUSED (the sender is gone), ECANCELED (stopping) or ETIMEDOUT,
+ * and *e. */
+static int dial_again(const struct receiver_dial *d, double deadline, atomic_bool *stop,
+                  struct transport *t, unsigned char *ahead, size_t *nahead,
+                  struct listener_peer *peer, struct weir_error *e)
 {
     double backoff = 0.05;
     char last[WEIR_ERROR_MAX] = "";
@@ -73,6 +107,300 @@ int receiver_redial(const struct receiver_dial *d, double deadline, atomic_bool 
         pause_unless(backoff < room ? backoff : room, stop);
         backoff = backoff * 2 > 1.0 ? 1.0 : backoff * 2;
     }
+}
+
+/* A new connection became the input (t): from its admission on, its
+ * bytes count for snapshots, and the main thread's records go to it.  A
+ * sender taken back (resumed) is told first, under the same lock, how much
+ * of the stream this end holds: it reads that before anything else, so no
+ * keepalive of the main thread's may go ahead of it. */
+static void take_connection(struct receiver *r, struct transport *t, bool resumed)
+{
+    atomic_store(r->own.wire_rx, t->wire_before);
+    t->wire_rx = r->own.wire_rx;
+    sync_lock(r->own.lock);
+    *r->own.in = *t;   /* the main thread reads in's fd only once the stream is a weir's */
+    session_in_init(&r->back, r->own.in);
+    uint64_t held = atomic_load(r->own.held);
+    if (resumed && session_confirm(&r->back, held))   /* a new socket has room */
+        r->confirmed = held;
+    sync_unlock(r->own.lock);
+}
+
+/* The sender was admitted (peer): the input is its connection, and one
+ * that may resume learns the session's name.  A service's sender reads its
+ * route in 'N' and gives it when it comes back, so that the service hands
+ * it to this process. */
+static int name_session(struct receiver *r, struct transport *t,
+                        const struct listener_peer *peer, struct weir_error *e)
+{
+    r->plain = peer->plain;
+    /* only a session that may resume can give an answer lost on the way
+     * again, so only there does the sender's word count */
+    r->answer_word = (peer->features & CODEC_FEATURE_ANSWER_READ) && peer->listening;
+    snprintf(r->identity, sizeof r->identity, "%s", peer->identity);
+    take_connection(r, t, false);
+    if (!peer->listening)
+        return STEP_OK;
+    if (RAND_bytes(r->token, sizeof r->token) != 1)
+        return error_set(e, WEIR_EXIT_INTERNAL, "%s: no random bytes for the session's name",
+                         r->own.in->name), STEP_FAIL;
+    if (session_name(&r->back, r->token, peer->placed ? r->own.route : 0) != 0)
+        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", r->own.in->name), STEP_FAIL;
+    r->confirm_every = (peer->features & CODEC_FEATURE_REREAD) ? CODEC_CONFIRM_REREAD_BYTES
+                                                                : CODEC_CONFIRM_BYTES;
+    sync_lock(r->own.lock);
+    r->resumable = true;
+    sync_unlock(r->own.lock);
+    return STEP_OK;
+}
+
+int receiver_admit(struct receiver *r, int channel_fd, struct listener_admitted *given,
+                   atomic_bool *stop, struct weir_error *e)
+{
+    struct listener_config cfg = r->own.cfg;
+    cfg.channel_fd = channel_fd;   /* the admission's: it closes it, or it becomes the input */
+    struct transport t;
+    struct listener_peer peer;
+    if (given) {   /* a service admitted it (serve.h): it is ours from here on */
+        t = given->t;
+        peer = given->peer;
+        memcpy(r->ahead, given->ahead, given->nahead);
+        r->nahead = given->nahead;
+        transport_none(&given->t);
+    } else if (listener_admit(&r->listener, &cfg, stop, r->own.log, &t, r->ahead, &r->nahead,
+                              &peer, e)) {
+        return errno == ECANCELED && atomic_load(stop) ? STEP_STOP : STEP_FAIL;
+    }
+    return name_session(r, &t, &peer, e);
+}
+
+/* A broken input connection goes (reset, so that its sender knows); the
+ * main thread's records wait for the next one. */
+static void drop_input(struct receiver *r)
+{
+    sync_lock(r->own.lock);
+    struct transport old = *r->own.in;
+    transport_none(r->own.in);
+    session_in_init(&r->back, r->own.in);
+    sync_unlock(r->own.lock);
+    struct weir_error ignored;
+    old.ops->abort(&old);
+    transport_close(&old, false, NULL, &ignored);
+}
+
+int receiver_readmit(struct receiver *r, double window, atomic_bool *stop,
+                     struct weir_error *e)
+{
+    drop_input(r);
+    struct listener_config cfg = r->own.cfg;
+    cfg.channel_fd = -1;
+    cfg.accept_timeout = window;
+    cfg.resume_token = r->token;
+    cfg.resume_identity = cfg.tls ? r->identity : NULL;
+    struct transport t;
+    struct listener_peer peer;
+    r->nahead = r->ahead_pos = 0;
+    /* a receiver that dialled its connection dials again (a pull through ssh) */
+    const struct receiver_dial d = {.dial = r->own.dial, .ctx = r->own.dial_ctx,
+                                    .listener = &r->listener, .cfg = &cfg, .log = r->own.log};
+    int rc = d.dial ? dial_again(&d, clock_now() + window, stop, &t, r->ahead, &r->nahead,
+                                 &peer, e)
+                    : listener_admit(&r->listener, &cfg, stop, r->own.log, &t, r->ahead,
+                                     &r->nahead, &peer, e);
+    if (rc == 0)
+        take_connection(r, &t, true);
+    return rc;
+}
+
+bool receiver_resumable(struct receiver *r)
+{
+    sync_lock(r->own.lock);
+    bool yes = r->resumable;
+    sync_unlock(r->own.lock);
+    return yes;
+}
+
+bool receiver_confirm(struct receiver *r, uint64_t held, bool force)
+{
+    sync_lock(r->own.lock);
+    if (r->resumable && (force || held - r->confirmed >= r->confirm_every) &&
+        session_confirm(&r->back, held))
+        r->confirmed = held;
+    bool owed = r->resumable && held > r->confirmed;
+    sync_unlock(r->own.lock);
+    return owed;
+}
+
+void receiver_inform_locked(struct receiver *r, uint64_t written, enum session_phase phase,
+                            double now)
+{
+    session_keepalive(&r->back, written, phase, now);
+    uint64_t held = atomic_load(r->own.held);
+    if (r->resumable && held > r->confirmed && session_confirm(&r->back, held))
+        r->confirmed = held;   /* what the reader has not said yet */
+}
+
+bool receiver_knocked(struct receiver *r)
+{
+    struct pollfd knock = {.fd = r->listener.fd, .events = POLLIN};
+    return r->listener.fd >= 0 && poll(&knock, 1, 0) > 0;
+}
+
+void receiver_refuse_others(struct receiver *r)
+{
+    if (receiver_resumable(r) && receiver_knocked(r))
+        listener_refuse_waiting(&r->listener, r->own.cfg.raw, r->own.log);
+}
+
+size_t receiver_take_ahead(struct receiver *r, void *buf, size_t n)
+{
+    if (r->ahead_pos >= r->nahead)
+        return 0;
+    size_t take = r->nahead - r->ahead_pos < n ? r->nahead - r->ahead_pos : n;
+    memcpy(buf, r->ahead + r->ahead_pos, take);
+    r->ahead_pos += take;
+    return take;
+}
+
+bool receiver_ahead_left(const struct receiver *r)
+{
+    return r->ahead_pos < r->nahead;
+}
+
+bool receiver_stream_over(struct receiver *r, bool whole)
+{
+    sync_lock(r->own.lock);
+    bool resumable = r->resumable;
+    r->resumable = false;   /* nothing more to confirm or resume */
+    /* whole: its sender may still have to come back for the answer */
+    r->answer_home = resumable && whole && (r->listener.fd >= 0 || r->own.dial);
+    bool home = r->answer_home;
+    sync_unlock(r->own.lock);
+    if (resumable && !home) {
+        tcp_listener_close(&r->listener);
+        OPENSSL_cleanse(r->token, sizeof r->token);
+    }
+    return home;
+}
+
+/* A read's error that says the network broke the connection (a reset, a
+ * timeout, a route or a link gone), not that the stream is bad. */
+static bool network_break(int err)
+{
+    return err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == ECONNABORTED ||
+           err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN || err == EHOSTDOWN;
+}
+
+/* A resumable session's connection that broke once the whole stream had
+ * arrived (after the trailer; the sender's half-close lost in a reset):
+ * the stream ends as with EOF, and the answer still finds its sender. */
+static bool whole_then_broke(struct receiver *r, bool ended, int err)
+{
+    return receiver_resumable(r) && ended && !atomic_load(r->own.stop) &&
+           (network_break(err) || err == EPIPE);
+}
+
+/* A resumable session's connection that ended once the whole stream had
+ * arrived, with a reset behind the end: Linux reports a reset that came
+ * with data still queued as the end (0) once the data is read, and keeps
+ * the error for SO_ERROR (or for the first send, which takes it).  Such an
+ * end is a break like whole_then_broke's. */
+static bool whole_then_reset(struct receiver *r, bool ended)
+{
+    const struct transport *in = r->own.in;
+    if (!in->is_socket || in->fd < 0)
+        return false;
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(in->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
+        return whole_then_broke(r, ended, err);
+    /* a send on it (a confirmation, a keepalive) may have taken the error
+     * already; the state still tells a reset (closed) from the sender's
+     * orderly end (close-wait) */
+    return os_tcp_closed(in->fd) == 1 && whole_then_broke(r, ended, ECONNRESET);
+}
+
+/* Whether a failed read (got 0: the end) broke a session that may resume:
+ * a reset, a cut, a timeout, an encrypted stream cut short, before the
+ * stream's trailer; not a stop, nor an abort (which the decoder reads as a
+ * record), nor bytes that do not open. */
+static bool broken_session(struct receiver *r, bool ended, ssize_t got, int err)
+{
+    if (!receiver_resumable(r) || ended || atomic_load(r->own.stop))
+        return false;
+    if (got == 0)
+        return true;
+    return network_break(err) || (err == EPIPE && r->own.in->sealed);
+}
+
+/* Read the input.  While a session may resume, a connection that says
+ * nothing for RECEIVER_SILENCE_SECS while a new one waits on the listening
+ * socket is taken for broken (*silent): its sender found it dead and came
+ * back.  (A stranger knocking at such a time only makes a live sender
+ * reconnect.)  Its reads wait a second at a time, which keeps the state of
+ * a record under way. */
+static ssize_t read_watching(struct receiver *r, void *buf, size_t n, int timeout_ms,
+                             bool *silent)
+{
+    struct transport *in = r->own.in;
+    bool watch = receiver_resumable(r) && r->listener.fd >= 0;
+    if (!watch)
+        return in->ops->read(in, buf, n, timeout_ms, r->own.stop);
+    double since = clock_now();
+    for (;;) {
+        int slice = timeout_ms < 0 || timeout_ms > 1000 ? 1000 : timeout_ms;
+        ssize_t got = in->ops->read(in, buf, n, slice, r->own.stop);
+        if (got >= 0 || errno != ETIMEDOUT)
+            return got;
+        double quiet = clock_now() - since;
+        if (timeout_ms >= 0 && quiet * 1000 >= timeout_ms)
+            return -1;   /* --timeout: ETIMEDOUT */
+        if (quiet >= RECEIVER_SILENCE_SECS && receiver_knocked(r)) {
+            *silent = true;
+            errno = ETIMEDOUT;
+            return -1;
+        }
+    }
+}
+
+/* Why a read (got, errno) broke a session that may resume, in words. */
+static void break_cause(const struct receiver *r, ssize_t got, bool silent,
+                        char cause[RECEIVER_CAUSE_MAX])
+{
+    size_t len = RECEIVER_CAUSE_MAX;
+    if (silent)
+        snprintf(cause, len, "it said nothing for %g s, and a new connection is waiting",
+                 RECEIVER_SILENCE_SECS);
+    else if (got == 0)
+        snprintf(cause, len, "the sender's end closed it");
+    else if (errno == ETIMEDOUT)
+        snprintf(cause, len, "no progress for %g s", r->own.cfg.io_timeout);
+    else if (errno == EPIPE)
+        snprintf(cause, len, "the encrypted stream was cut short");
+    else
+        snprintf(cause, len, "%s", strerror(errno));
+}
+
+ssize_t receiver_read(struct receiver *r, void *buf, size_t n, int timeout_ms, bool ended,
+                      char cause[RECEIVER_CAUSE_MAX], enum receiver_read *how)
+{
+    bool silent = false;
+    *how = RECEIVER_READ;
+    ssize_t got = read_watching(r, buf, n, timeout_ms, &silent);
+    if (got > 0)
+        return got;
+    int err = errno;
+    if (broken_session(r, ended, got, err)) {
+        errno = err;
+        break_cause(r, got, silent, cause);
+        *how = RECEIVER_BROKE;
+    } else if ((got < 0 && whole_then_broke(r, ended, err)) ||
+               (got == 0 && whole_then_reset(r, ended))) {
+        *how = RECEIVER_BROKE_WHOLE;
+    }
+    errno = err;
+    return got;
 }
 
 bool receiver_answer_acked(struct transport *in, atomic_bool *halt)
