@@ -125,6 +125,36 @@ static void progress_failed_start(struct progress *pr, const struct weir_error *
     progress_end(pr, &none, err->status, err->msg);
 }
 
+/* Run the created engine: the status line (or JSON progress) while it
+ * runs, the summary once it is done.  Its exit status. */
+static int run_observed(struct weir_engine *engine, const struct weir_options *opts,
+                        struct weir_log *log, struct progress *pr)
+{
+    /* JSON lines on standard error take the place of the status line */
+    struct observer ob = {.log = log, .progress = pr,
+                          .status_on = log->tty && !opts->quiet && !progress_on_stderr(pr)};
+    double tick = ob.status_on ? STATUS_INTERVAL : 0;
+    if (progress_on(pr) && (tick == 0 || pr->interval < tick))
+        tick = pr->interval;
+    ob.tick = tick;
+    ob.status_next = clock_now() + STATUS_INTERVAL;
+    struct stats_snapshot s;
+    weir_snapshot(engine, &s);
+    ob.status_prev = s;
+    progress_begin(pr, &s);
+    struct weir_observer obs = {.status = observe, .ctx = &ob, .interval = tick};
+    int status = weir_run(engine, &obs);
+    weir_snapshot(engine, &s);
+    log_status_end(log);
+    if (!opts->quiet) {
+        char line[512];
+        stats_summary(&s, weir_succeeded(engine), line, sizeof line);
+        log_status_line(log, line);
+    }
+    progress_end(pr, &s, status, s.failure);
+    return status;
+}
+
 /* One transfer; remote (--ssh, --ssh-server: remote.h) when the other end
  * is started over ssh. */
 static int run(const struct weir_options *opts, struct weir_log *log, struct progress *pr,
@@ -160,28 +190,7 @@ static int run(const struct weir_options *opts, struct weir_log *log, struct pro
                             "while starting)");
         progress_failed_start(pr, &err);
     } else {
-        /* JSON lines on standard error take the place of the status line */
-        struct observer ob = {.log = log, .progress = pr,
-                              .status_on = log->tty && !opts->quiet && !progress_on_stderr(pr)};
-        double tick = ob.status_on ? STATUS_INTERVAL : 0;
-        if (progress_on(pr) && (tick == 0 || pr->interval < tick))
-            tick = pr->interval;
-        ob.tick = tick;
-        ob.status_next = clock_now() + STATUS_INTERVAL;
-        struct stats_snapshot s;
-        weir_snapshot(engine, &s);
-        ob.status_prev = s;
-        progress_begin(pr, &s);
-        struct weir_observer obs = {.status = observe, .ctx = &ob, .interval = tick};
-        status = weir_run(engine, &obs);
-        weir_snapshot(engine, &s);
-        log_status_end(log);
-        if (!opts->quiet) {
-            char line[512];
-            stats_summary(&s, weir_succeeded(engine), line, sizeof line);
-            log_status_line(log, line);
-        }
-        progress_end(pr, &s, status, s.failure);
+        status = run_observed(engine, opts, log, pr);
         if (remote)   /* before the engine goes: remote.c watches ssh beside it */
             status = remote_finish(remote, status);
         remote = NULL;

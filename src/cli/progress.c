@@ -446,26 +446,9 @@ static void add_outputs(struct line *l, const struct stats_snapshot *s)
     add(l, "]");
 }
 
-/* Everything but the end line's own fields, without the closing brace. */
-static void add_common(struct progress *pr, struct line *l, const char *event,
-                       const struct stats_snapshot *s, enum stats_phase phase, bool failed)
+/* The transform's fields: what it encoded, the codec and its levels. */
+static void add_transform(struct line *l, const struct stats_snapshot *s)
 {
-    const struct stats_snapshot *p = &pr->last;
-    l->len = 0;
-    l->overflow = false;
-    add(l, "{\"schema\":%d,\"time\":%.3f,\"event\":\"%s\",\"elapsed\":%.3f,\"phase\":",
-        PROGRESS_SCHEMA, wall_time(pr), event, s->elapsed);
-    add_string(l, stats_phase_name(phase));
-    add(l, ",\"waiting_for\":");
-    add_string(l, phase == STATS_DONE ? NULL : s->waiting);
-    add_u64(l, "in", s->in_bytes);
-    add_u64(l, "out", written_out(s));
-    add_u64(l, "data", s->data_bytes);
-    add_u64(l, "holes", s->hole_bytes);
-    add_u64(l, "wire", s->net_bytes);
-    add_u64(l, "reconnections", s->reconnections);
-    add(l, ",\"reconnecting\":%s,\"gap_seconds\":%.3f", s->reconnecting ? "true" : "false",
-        s->gap_secs);
     if (s->transform) {
         add_u64(l, "encoded", s->wire_bytes);
         add(l, ",\"codec\":\"%s\",\"level\":", s->codec ? s->codec : "lz4");
@@ -479,15 +462,11 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
         add(l, ",\"encoded\":null,\"codec\":null,\"level\":null,\"levels_used\":null,"
             "\"stored\":null");
     }
-    double dt = s->elapsed - p->elapsed;
-    add_rate(l, "in_rate", gained(s->in_bytes, p->in_bytes), dt);
-    add_rate(l, "out_rate", gained(written_out(s), written_out(p)), dt);
-    add_rate(l, "in_rate_avg", (double)s->in_bytes, s->elapsed);
-    add_rate(l, "out_rate_avg", (double)written_out(s), s->elapsed);
-    add_u64(l, "buffer", s->held);
-    add_u64(l, "buffer_capacity", s->capacity);
-    add(l, ",\"buffer_percent\":%.1f",
-        s->capacity ? 100.0 * (double)s->held / (double)s->capacity : 0.0);
+}
+
+/* The size, the share of it done and the time left, where they are known. */
+static void add_size(struct line *l, const struct stats_snapshot *s, bool failed)
+{
     uint64_t size;
     double share;
     bool known = progress_of(s, &size, &share);
@@ -508,6 +487,39 @@ static void add_common(struct progress *pr, struct line *l, const char *event,
     } else {
         add(l, ",\"size\":null,\"percent\":null,\"eta\":null");
     }
+}
+
+/* Everything but the end line's own fields, without the closing brace. */
+static void add_common(struct progress *pr, struct line *l, const char *event,
+                       const struct stats_snapshot *s, enum stats_phase phase, bool failed)
+{
+    const struct stats_snapshot *p = &pr->last;
+    l->len = 0;
+    l->overflow = false;
+    add(l, "{\"schema\":%d,\"time\":%.3f,\"event\":\"%s\",\"elapsed\":%.3f,\"phase\":",
+        PROGRESS_SCHEMA, wall_time(pr), event, s->elapsed);
+    add_string(l, stats_phase_name(phase));
+    add(l, ",\"waiting_for\":");
+    add_string(l, phase == STATS_DONE ? NULL : s->waiting);
+    add_u64(l, "in", s->in_bytes);
+    add_u64(l, "out", written_out(s));
+    add_u64(l, "data", s->data_bytes);
+    add_u64(l, "holes", s->hole_bytes);
+    add_u64(l, "wire", s->net_bytes);
+    add_u64(l, "reconnections", s->reconnections);
+    add(l, ",\"reconnecting\":%s,\"gap_seconds\":%.3f", s->reconnecting ? "true" : "false",
+        s->gap_secs);
+    add_transform(l, s);
+    double dt = s->elapsed - p->elapsed;
+    add_rate(l, "in_rate", gained(s->in_bytes, p->in_bytes), dt);
+    add_rate(l, "out_rate", gained(written_out(s), written_out(p)), dt);
+    add_rate(l, "in_rate_avg", (double)s->in_bytes, s->elapsed);
+    add_rate(l, "out_rate_avg", (double)written_out(s), s->elapsed);
+    add_u64(l, "buffer", s->held);
+    add_u64(l, "buffer_capacity", s->capacity);
+    add(l, ",\"buffer_percent\":%.1f",
+        s->capacity ? 100.0 * (double)s->held / (double)s->capacity : 0.0);
+    add_size(l, s, failed);
     add_outputs(l, s);
 }
 

@@ -89,6 +89,19 @@ static uint64_t expected(const struct stats_snapshot *s)
     return s->expect ? s->expect : s->decoding ? 0 : s->input_size;
 }
 
+/* What this end waits for, or else how far the far end's outputs wrote
+ * (a weir receiver's), appended at buf: what snprintf returns. */
+static int peer_words(const struct stats_snapshot *now, char *buf, size_t len)
+{
+    char w[32] = "";
+    if (now->peer_written)
+        stats_bytes(now->peer_written, w, sizeof w);
+    if (now->waiting)
+        return snprintf(buf, len, "  waiting for %s%s%s%s", now->waiting, w[0] ? " (" : "", w,
+                        w[0] ? " written)" : "");
+    return w[0] ? snprintf(buf, len, "  receiver wrote %s", w) : 0;
+}
+
 void stats_status_line(const struct stats_snapshot *prev, const struct stats_snapshot *now,
                        char *buf, size_t len)
 {
@@ -119,20 +132,8 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
         if ((size_t)n >= len)
             return;
     }
-    if (!now->waiting && now->peer_written && (size_t)n < len) {
-        /* the far end's progress: what a weir receiver's outputs wrote */
-        char w[32];
-        stats_bytes(now->peer_written, w, sizeof w);
-        n += snprintf(buf + n, len - (size_t)n, "  receiver wrote %s", w);
-        if ((size_t)n >= len)
-            return;
-    }
-    if (now->waiting && (size_t)n < len) {
-        char w[32] = "";
-        if (now->peer_written)
-            stats_bytes(now->peer_written, w, sizeof w);
-        n += snprintf(buf + n, len - (size_t)n, "  waiting for %s%s%s%s", now->waiting,
-                      w[0] ? " (" : "", w, w[0] ? " written)" : "");
+    if ((size_t)n < len) {
+        n += peer_words(now, buf + n, len - (size_t)n);
         if ((size_t)n >= len)
             return;
     }

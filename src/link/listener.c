@@ -614,6 +614,16 @@ static int judge_record(struct admission *a, struct pending *c)
     return judge_first(a, c, plain, plen, true);
 }
 
+/* The handshake began: what came after the greeting is its first bytes. */
+static int handshake_after_greeting(struct admission *a, struct pending *c)
+{
+    size_t rest = c->have - CODEC_GREETING_SIZE;
+    unsigned char first[PENDING_BUF];
+    memcpy(first, c->buf + CODEC_GREETING_SIZE, rest);
+    c->have = 0;
+    return handshake(a, c, first, rest);
+}
+
 /* A link tester's greeting (r), and what follows it.  With a key it must
  * pass the handshake, and its request comes sealed (judge_record); without
  * one, its request (only to a keyless listener that allows tests) or a data
@@ -641,11 +651,7 @@ static int judge_tester(struct admission *a, struct pending *c, const struct cod
                 return -1;
             }
             c->state = IN_HANDSHAKE;
-            size_t rest = c->have - CODEC_GREETING_SIZE;
-            unsigned char first[PENDING_BUF];
-            memcpy(first, c->buf + CODEC_GREETING_SIZE, rest);
-            c->have = 0;
-            return handshake(a, c, first, rest) < 0 ? -1 : 0;
+            return handshake_after_greeting(a, c) < 0 ? -1 : 0;
         }
         c->state = AWAIT_LINK;
     }
@@ -747,14 +753,8 @@ static int judge_weir(struct admission *a, struct pending *c)
         struct weir_error err;
         if (judge_keys(a, c, &r, &err))
             return -1;
-        if (c->state == IN_HANDSHAKE) {
-            /* what came after the greeting is the handshake's */
-            size_t rest = n - CODEC_GREETING_SIZE;
-            unsigned char first[PENDING_BUF];
-            memcpy(first, c->buf + CODEC_GREETING_SIZE, rest);
-            c->have = 0;
-            return handshake(a, c, first, rest);
-        }
+        if (c->state == IN_HANDSHAKE)
+            return handshake_after_greeting(a, c);
     }
     size_t first = first_length(c);
     if (first == 0) {
@@ -766,23 +766,29 @@ static int judge_weir(struct admission *a, struct pending *c)
     return judge_first(a, c, c->buf + CODEC_GREETING_SIZE, first, false);
 }
 
+/* A --raw listener admits the first connection that sends a byte (left
+ * in the socket).  1: admitted; 0: keep waiting; -1: dropped. */
+static int hear_raw(struct admission *a, struct pending *c)
+{
+    char byte;
+    ssize_t r = recv(c->fd, &byte, 1, MSG_PEEK);
+    if (r > 0)
+        return 1;
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (r < 0 && errno == ECONNRESET)
+        r = 0;
+    drop(a, c, "dropped connection from %s: %s",
+         r == 0 ? "it closed without sending anything" : strerror(errno));
+    return -1;
+}
+
 /* Read what a waiting connection sent.  1: admitted; 0: keep waiting;
  * -1: dropped. */
 static int hear(struct admission *a, struct pending *c)
 {
-    if (a->cfg->raw) {
-        char byte;
-        ssize_t r = recv(c->fd, &byte, 1, MSG_PEEK);
-        if (r > 0)
-            return 1;
-        if (r < 0 && (errno == EAGAIN || errno == EINTR))
-            return 0;
-        if (r < 0 && errno == ECONNRESET)
-            r = 0;
-        drop(a, c, "dropped connection from %s: %s",
-             r == 0 ? "it closed without sending anything" : strerror(errno));
-        return -1;
-    }
+    if (a->cfg->raw)
+        return hear_raw(a, c);
     if (c->state == IN_HANDSHAKE) {
         /* no more than c->buf holds: the read that brings the sender's
          * Finished may bring its first records too (it sends them at once),
