@@ -77,14 +77,16 @@
  * confirmed begins; the back-channel thread moves it on as confirmations
  * arrive, so unconfirmed data stays in the buffer at no cost but memory.
  * When the connection breaks, its writer (alone: the other outputs go on)
- * joins its back channel, connects again, hears from the receiver how
- * much of the stream it holds, puts its cursor back where that record
- * began and sends on from that byte (writer.c).  On the receiving side the
- * reader meets the break inside a read, waits on the listening socket for
- * the same sender (listener.c) with every output and the consumer left as
- * they are, and returns from the read with the stream's next bytes, so the
- * decoder never knows.  The main thread's keepalives and the reader's
- * confirmations share the connection under the lock.
+ * joins its back channel, connects again and rejoins the session
+ * (link/sender.c), hears from the receiver how much of the stream it
+ * holds, puts its cursor back where that record began and sends on from
+ * that byte (connection.c, resume.c).  On the receiving side the reader's
+ * source (link/receiver.c) meets the break inside a read; the reader asks
+ * the link to take the same sender back, with every output and the
+ * consumer left as they are, and returns from the read with the stream's
+ * next bytes, so the decoder never knows.  The main thread's keepalives
+ * and the reader's confirmations share the connection under the lock,
+ * which the engine registered with the link.
  *
  * Back-pressure
  * -------------
