@@ -39,7 +39,8 @@ static void listener_settings(struct pipeline *p, struct listener_config *cfg)
 void register_receiver(struct pipeline *p)
 {
     struct receiver_owner own = {.lock = &p->lock, .in = &p->in, .wire_rx = &p->net_in,
-                                 .held = &p->held, .stop = &p->stop, .dial = p->cfg->input_redial,
+                                 .held = &p->held, .stop = &p->stop,
+                                 .gap_since = &p->gap_since, .dial = p->cfg->input_redial,
                                  .dial_ctx = p->cfg->input_redial_ctx,
                                  .route = p->cfg->route, .reconnect = p->cfg->reconnect,
                                  .log = p->log};
@@ -67,11 +68,8 @@ int resume_input(struct reader *r, const char *cause)
     snprintf(name, sizeof name, "%s", p->in.name);
     log_msg(p->log, LOG_WARN, "%s: the connection broke (%s); waiting up to %g s for the "
             "sender to come back", name, cause, window);
-    sync_lock(&p->lock);
-    p->gap_since = since;
-    sync_unlock(&p->lock);
     struct weir_error e;
-    int rc = receiver_readmit(&p->rx, window, &p->stop, &e);
+    int rc = receiver_readmit(&p->rx, since, window, &p->stop, &e);
     sync_lock(&p->lock);
     p->gap_secs += clock_now() - since;
     p->gap_since = 0;

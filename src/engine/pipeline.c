@@ -228,7 +228,7 @@ static int open_input(struct pipeline *p, struct weir_error *err)
         }
         if (!c->tcp.listen_port[0]) {   /* only the connection given (channel_fd) */
             memset(&p->rx.listener, 0, sizeof p->rx.listener);
-            receiver_init(&p->rx);
+            p->rx.listener.fd = -1;
             snprintf(p->rx.listener.addr, sizeof p->rx.listener.addr, "%s",
                      c->channel_name ? c->channel_name : "channel");
             return 0;

@@ -63,7 +63,7 @@ void receiver_hold_for_answer(struct receiver *r, atomic_bool *stop)
     log_msg(r->own.log, LOG_WARN, "%s: the connection broke after the whole stream arrived; "
             "waiting up to %g s for the sender to come back for the answer", name, window);
     struct weir_error e;
-    if (receiver_readmit(r, window, stop, &e) != 0) {
+    if (receiver_readmit(r, 0, window, stop, &e) != 0) {
         if (!atomic_load(stop))
             log_msg(r->own.log, LOG_WARN, "%s: the sender did not come back for the answer "
                     "(%s)", r->listener.addr, e.msg);
@@ -127,7 +127,7 @@ void receiver_answer_home(struct receiver *r, bool sent, const struct receiver_v
                 r->own.in->name, answer_doubt(r, v, sent), left > 0 ? left : 0);
         struct weir_error e;
         /* the engine's stop is set by now: this has its own bound, and halt */
-        if (left <= 0 || receiver_readmit(r, left, halt, &e) != 0) {
+        if (left <= 0 || receiver_readmit(r, 0, left, halt, &e) != 0) {
             if (!atomic_load(halt))
                 log_msg(r->own.log, LOG_WARN, "%s: the sender did not come back for the "
                         "answer (%s)", r->listener.addr, left <= 0 ? "no time left" : e.msg);

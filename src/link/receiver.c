@@ -177,22 +177,25 @@ int receiver_admit(struct receiver *r, int channel_fd, struct listener_admitted 
 
 /* A broken input connection goes (reset, so that its sender knows); the
  * main thread's records wait for the next one. */
-static void drop_input(struct receiver *r)
+static void drop_input(struct receiver *r, double since)
 {
     sync_lock(r->own.lock);
     struct transport old = *r->own.in;
     transport_none(r->own.in);
     session_in_init(&r->back, r->own.in);
+    if (since > 0)
+        *r->own.gap_since = since;
     sync_unlock(r->own.lock);
     struct weir_error ignored;
     old.ops->abort(&old);
     transport_close(&old, false, NULL, &ignored);
 }
 
-int receiver_readmit(struct receiver *r, double window, atomic_bool *stop,
+int receiver_readmit(struct receiver *r, double since, double window, atomic_bool *stop,
                      struct weir_error *e)
 {
-    drop_input(r);
+    drop_input(r, since);
+    double start = since > 0 ? since : clock_now();
     struct listener_config cfg = r->own.cfg;
     cfg.channel_fd = -1;
     cfg.accept_timeout = window;
@@ -204,7 +207,7 @@ int receiver_readmit(struct receiver *r, double window, atomic_bool *stop,
     /* a receiver that dialled its connection dials again (a pull through ssh) */
     const struct receiver_dial d = {.dial = r->own.dial, .ctx = r->own.dial_ctx,
                                     .listener = &r->listener, .cfg = &cfg, .log = r->own.log};
-    int rc = d.dial ? dial_again(&d, clock_now() + window, stop, &t, r->ahead, &r->nahead,
+    int rc = d.dial ? dial_again(&d, start + window, stop, &t, r->ahead, &r->nahead,
                                  &peer, e)
                     : listener_admit(&r->listener, &cfg, stop, r->own.log, &t, r->ahead,
                                      &r->nahead, &peer, e);
@@ -224,10 +227,12 @@ bool receiver_resumable(struct receiver *r)
 bool receiver_confirm(struct receiver *r, uint64_t held, bool force)
 {
     sync_lock(r->own.lock);
-    if (r->resumable && (force || held - r->confirmed >= r->confirm_every) &&
-        session_confirm(&r->back, held))
+    bool due = r->resumable && (force || held - r->confirmed >= r->confirm_every);
+    if (due && session_confirm(&r->back, held))
         r->confirmed = held;
-    bool owed = r->resumable && held > r->confirmed;
+    /* a confirmation that was due and could not go is left for the next
+     * one; only bytes not yet due are owed once the connection idles */
+    bool owed = !due && r->resumable && held > r->confirmed;
     sync_unlock(r->own.lock);
     return owed;
 }

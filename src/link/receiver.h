@@ -55,6 +55,7 @@ struct receiver_owner {
     _Atomic uint64_t *wire_rx;  /* the input's bytes on the wire (snapshots) */
     _Atomic uint64_t *held;     /* the stream's bytes this end holds (where it resumes) */
     atomic_bool *stop;          /* the engine is stopping: every read ends */
+    double *gap_since;          /* lock: when the input broke (snapshots' gap) */
     struct listener_config cfg; /* admission's settings; the resume fields, channel_fd and
                                    accept_timeout of a taking back are set here */
     receiver_dial_fn dial;      /* NULL: the sender comes back to the listening socket */
@@ -97,13 +98,15 @@ void receiver_register(struct receiver *r, const struct receiver_owner *own);
 int receiver_admit(struct receiver *r, int channel_fd, struct listener_admitted *given,
                    atomic_bool *stop, struct weir_error *e);
 
-/* Let the broken connection go (reset, so that its sender knows) and take
+/* Let the broken connection go (reset, so that its sender knows; since > 0:
+ * the break's time, which starts the engine's gap in the same lock and the
+ * window of a redial; 0: no gap is counted) and take
  * the session's sender back: on the listening socket (refusing any other)
  * for up to window seconds, or by dialling it again.  0 with the new
  * connection as the input and the sender told how much of the stream this
  * end holds (where it resumes); -1 with errno ECONNREFUSED (the sender is
  * gone), ETIMEDOUT, ECANCELED (stop) or another, and *e. */
-int receiver_readmit(struct receiver *r, double window, atomic_bool *stop,
+int receiver_readmit(struct receiver *r, double since, double window, atomic_bool *stop,
                      struct weir_error *e);
 
 /* The reader's source: one read of the input (timeout_ms: -1 for none),
