@@ -49,6 +49,16 @@ enum stats_output_state {
     STATS_OUT_STOPPED,      /* stopped unfinished by another failure or a signal */
 };
 
+/* One TCP connection's path. */
+#define STATS_MAX_STREAMS 16
+struct stats_path {
+    bool known;            /* sampled at least once */
+    double rtt_ms;
+    uint32_t cwnd;         /* segments */
+    uint64_t retrans;      /* segments sent again */
+    uint64_t delivery_rate;   /* bytes a second */
+};
+
 struct stats_output {
     const char *name;      /* as messages name it: "output /mnt/x", "consumer 'cmd'" */
     const char *kind;      /* "file", "stdout", "connection", "command" or "digest" */
@@ -57,6 +67,12 @@ struct stats_output {
     uint64_t net_bytes;    /* a connection: bytes it sent on it, at the socket */
     unsigned reconnections;   /* a connection: how often it was made again (--reconnect) */
     enum stats_output_state state;
+    /* a connection: how many TCP connections carry it (0: not a
+     * connection), and what the system says of each one's path, as last
+     * sampled by its writer (figures it cannot give are unknown: rtt_ms
+     * < 0, cwnd 0, retrans UINT64_MAX, delivery_rate 0) */
+    unsigned streams;
+    struct stats_path paths[STATS_MAX_STREAMS];
 };
 
 struct stats_snapshot {

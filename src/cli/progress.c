@@ -426,6 +426,30 @@ static double wall_time(const struct progress *pr)
     return pr->real0 + (clock_now() - pr->mono0);
 }
 
+/* A connection's "streams" and, for each, its path as the system sees it
+ * (null where it says nothing); other outputs have neither. */
+static void add_paths(struct line *l, const struct stats_output *o)
+{
+    if (o->streams == 0)
+        return;
+    add(l, ",\"streams\":%u,\"connections\":[", o->streams);
+    for (unsigned i = 0; i < o->streams && i < STATS_MAX_STREAMS; i++) {
+        const struct stats_path *sp = &o->paths[i];
+        add(l, "%s{\"rtt_ms\":", i ? "," : "");
+        add(l, sp->known && sp->rtt_ms >= 0 ? "%.3f" : "null", sp->rtt_ms);
+        add(l, ",\"cwnd\":");
+        add(l, sp->known && sp->cwnd ? "%u" : "null", sp->cwnd);
+        add(l, ",\"retrans\":");
+        add(l, sp->known && sp->retrans != UINT64_MAX ? "%llu" : "null",
+            (unsigned long long)sp->retrans);
+        add(l, ",\"delivery_rate\":");
+        add(l, sp->known && sp->delivery_rate ? "%llu" : "null",
+            (unsigned long long)sp->delivery_rate);
+        add(l, "}");
+    }
+    add(l, "]");
+}
+
 static void add_outputs(struct line *l, const struct stats_snapshot *s)
 {
     add(l, ",\"outputs\":[");
@@ -441,6 +465,7 @@ static void add_outputs(struct line *l, const struct stats_snapshot *s)
         add_u64(l, "reconnections", o->reconnections);
         add(l, ",\"state\":");
         add_string(l, stats_output_state_name(o->state));
+        add_paths(l, o);
         add(l, "}");
     }
     add(l, "]");

@@ -97,3 +97,24 @@ void plan_holes(struct output *o)
     else
         o->holes = transport_skips_holes(&o->t) ? HOLES_SKIP : HOLES_ZEROS;
 }
+
+/* A connection's path, as the system sees it, for snapshots: sampled here,
+ * on the writer's thread that owns the descriptor (a reconnect replaces it
+ * outside the lock), at most every PATH_SAMPLE_SECS. */
+#define PATH_SAMPLE_SECS 0.25
+void sample_path(struct output *o)
+{
+    if (o->spec->kind != WEIR_OUT_TCP || o->t.fd < 0 || !o->t.is_socket)
+        return;
+    double now = clock_now();
+    if (now - o->path_at < PATH_SAMPLE_SECS)
+        return;
+    o->path_at = now;
+    struct os_tcp_stats st;
+    if (os_tcp_stats(o->t.fd, &st) != 0)
+        return;   /* the system says nothing of it (ENOSYS), or it is gone */
+    sync_lock(&o->p->lock);
+    o->path = st;
+    o->path_known = true;
+    sync_unlock(&o->p->lock);
+}

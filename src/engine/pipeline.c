@@ -687,6 +687,20 @@ static void snapshot_codec_locked(const struct pipeline *p, struct stats_snapsho
     s->stored = atomic_load(&p->adapt.stored);
 }
 
+/* A connection's paths, as its writer last sampled them. */
+static void snapshot_paths_locked(const struct output *o, struct stats_output *so)
+{
+    so->streams = o->spec->kind == WEIR_OUT_TCP ? 1 : 0;
+    for (unsigned i = 0; i < so->streams; i++) {
+        struct stats_path *sp = &so->paths[i];
+        sp->known = o->path_known;
+        sp->rtt_ms = o->path.rtt_ms;
+        sp->cwnd = o->path.cwnd;
+        sp->retrans = o->path.retrans;
+        sp->delivery_rate = o->path.delivery_rate;
+    }
+}
+
 void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
 {
     struct pipeline *p = (struct pipeline *)e;
@@ -736,6 +750,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
         so->net_bytes = atomic_load(&o->net);
         so->state = output_state_locked(o);
         so->reconnections = o->reconnections;
+        snapshot_paths_locked(o, so);
         s->net_bytes += so->net_bytes;
         s->reconnections += o->reconnections;
         s->gap_secs += o->gap_secs + (o->gap_since > 0 ? now - o->gap_since : 0);

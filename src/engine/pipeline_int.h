@@ -28,6 +28,7 @@
 #include "link/listener.h"
 #include "link/receiver.h"
 #include "link/session.h"
+#include "os/os.h"
 #include "transport/child.h"
 #include "transport/tcp.h"
 #include "transport/transport.h"
@@ -164,6 +165,9 @@ struct output {
                                   it back (its count never goes back in snapshots) */
     _Atomic uint64_t net;      /* bytes sent on its connection (transport wire_tx) */
     enum stats_output_state state;   /* lock; a dead output is failed whatever this says */
+    struct os_tcp_stats path;  /* lock: its connection's path, sampled by the writer */
+    bool path_known;           /* lock: path was sampled */
+    double path_at;            /* the writer's: when it last sampled it */
 };
 
 struct worker {

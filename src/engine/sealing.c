@@ -194,6 +194,7 @@ int sealed_loop(struct output *o, struct weir_error *e)
             sync_unlock(&p->lock);
             if (ratelimit_take(&o->rl, j->len, &o->halt))
                 return STEP_STOP;
+            sample_path(o);
             sync_lock(&p->lock);
             continue;
         }

@@ -321,6 +321,7 @@ static int writer_loop(struct output *o, struct weir_error *e)
         const unsigned char *src;
         size_t n;
         int rc;
+        sample_path(o);
         if (o->replaying) {
             if ((rc = reread_record(o, tmo, e)) != STEP_OK)
                 return rc;

@@ -45,6 +45,9 @@ bool says_read(const struct output *o);
 int refuse_hole(struct output *o, struct weir_error *e);
 /* Decide how this output passes holes, once it is open and greeted. */
 void plan_holes(struct output *o);
+/* Sample its connection's path for snapshots (os.h, os_tcp_stats), when
+ * it is one and the last sample is old enough. */
+void sample_path(struct output *o);
 
 /* ---- resume.c ---- */
 /* Stop keeping what the receiver has not confirmed: it cannot resume (it

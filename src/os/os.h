@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -114,5 +115,23 @@ int os_tcp_unsent(int fd, int *bytes);
 /* Whether the connection's state is closed (a reset took it): 1 yes, 0 no
  * or cannot say. */
 int os_tcp_closed(int fd);
+
+/* What the system says of a connection's path, for a user telling a slow
+ * link from a long one (and for choosing how many connections to use).
+ * Each figure the system cannot give is left at its "unknown" value. */
+struct os_tcp_stats {
+    double rtt_ms;              /* smoothed round trip, ms; < 0 unknown */
+    uint32_t cwnd;              /* congestion window, segments; 0 unknown */
+    uint64_t retrans;           /* segments sent again, all told; UINT64_MAX unknown */
+    uint64_t delivery_rate;     /* bytes a second the path delivers now; 0 unknown */
+    /* microseconds the sender was busy, and of them limited by the peer's
+     * window or by its own send buffer; busy 0: unknown */
+    uint64_t busy_us, rwnd_limited_us, sndbuf_limited_us;
+};
+/* 0 with *st (every unknown figure at its unknown value), or -1 with
+ * errno (ENOSYS where the system says nothing of a connection). */
+int os_tcp_stats(int fd, struct os_tcp_stats *st);
+/* Every figure unknown. */
+void os_tcp_stats_unknown(struct os_tcp_stats *st);
 
 #endif

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -459,4 +460,49 @@ int os_tcp_closed(int fd)
 {
     (void)fd;
     return 0;
+}
+
+void os_tcp_stats_unknown(struct os_tcp_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->rtt_ms = -1;
+    st->retrans = UINT64_MAX;
+}
+
+/* FreeBSD's TCP_INFO and macOS's TCP_CONNECTION_INFO give the round trip,
+ * the window in bytes (here in segments, as Linux gives it) and the
+ * segments sent again, but no delivery rate and no limits; illumos and the
+ * generic path give nothing. */
+int os_tcp_stats(int fd, struct os_tcp_stats *st)
+{
+    os_tcp_stats_unknown(st);
+#if defined(__FreeBSD__) && defined(TCP_INFO)
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+        return -1;
+    if (ti.tcpi_rtt > 0)
+        st->rtt_ms = ti.tcpi_rtt / 1000.0;
+    if (ti.tcpi_snd_mss > 0)
+        st->cwnd = ti.tcpi_snd_cwnd / ti.tcpi_snd_mss;
+    st->retrans = ti.tcpi_snd_rexmitpack;
+    return 0;
+#elif defined(__APPLE__) && defined(TCP_CONNECTION_INFO)
+    struct tcp_connection_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONNECTION_INFO, &ti, &len) != 0)
+        return -1;
+    if (ti.tcpi_srtt > 0)
+        st->rtt_ms = ti.tcpi_srtt;
+    if (ti.tcpi_maxseg > 0)
+        st->cwnd = ti.tcpi_snd_cwnd / ti.tcpi_maxseg;
+    st->retrans = ti.tcpi_txretransmitpackets;
+    return 0;
+#else
+    (void)fd;
+    errno = ENOSYS;
+    return -1;
+#endif
 }
