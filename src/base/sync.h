@@ -59,6 +59,11 @@ void sync_sigmask_at(int how, const sigset_t *set, sigset_t *old, const char *fi
 /* SIGINT, SIGTERM or SIGHUP pending for the process (blocked everywhere,
  * not yet taken by the main thread): its number, or 0.  For waits that run
  * where the main thread cannot take signals. */
+/* The signal that wakes a thread blocked in a system call (its handler,
+ * installed by the engine, does nothing, so the call fails with EINTR);
+ * every thread that may be woken so unblocks it. */
+#define SYNC_WAKE_SIGNAL SIGUSR2
+
 int sync_pending_stop(void);
 /* A signal's name without "SIG" ("TERM"), or NULL for one it does not
  * know: the same on every system (glibc's sigabbrev_np is not). */

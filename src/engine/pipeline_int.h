@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "base/sync.h"
 #include "crypto/keyfile.h"
 #include "crypto/tls.h"
 #include "engine/adapt.h"
@@ -36,7 +37,7 @@
 #include "weir/log.h"
 #include "weir/weir.h"
 
-#define WAKE_SIGNAL SIGUSR2
+#define WAKE_SIGNAL SYNC_WAKE_SIGNAL
 
 struct job {
     uint64_t seq;              /* the slot the result goes to */

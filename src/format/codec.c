@@ -153,6 +153,34 @@ size_t codec_keepalive(unsigned char *dst, uint64_t bytes, unsigned phase)
     return record_seal(dst, CODEC_KEEPALIVE_SIZE);
 }
 
+size_t codec_join(unsigned char *dst, const unsigned char token[CODEC_TOKEN_SIZE],
+                  unsigned index, unsigned count)
+{
+    record_start(dst, CODEC_SESSION_SIZE - 8, 'J');
+    dst[9] = (unsigned char)index;
+    dst[10] = (unsigned char)count;
+    memcpy(dst + 16, token, CODEC_TOKEN_SIZE);
+    return record_seal(dst, CODEC_SESSION_SIZE);
+}
+
+/* A chunk's header: "WCHK", its length, its number. */
+void codec_chunk(unsigned char *dst, uint64_t seq, uint32_t len)
+{
+    memcpy(dst, "WCHK", 4);
+    codec_put32(dst + 4, len);
+    codec_put64(dst + 8, seq);
+}
+
+int codec_parse_chunk(const unsigned char *p, uint64_t *seq, uint32_t *len)
+{
+    uint32_t n = codec_get32(p + 4);
+    if (memcmp(p, "WCHK", 4) != 0 || n == 0 || n > CODEC_CHUNK_MAX)
+        return -1;
+    *len = n;
+    *seq = codec_get64(p + 8);
+    return 0;
+}
+
 size_t codec_session(unsigned char *dst, unsigned char type,
                      const unsigned char token[CODEC_TOKEN_SIZE])
 {
@@ -376,6 +404,14 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
         return 0;
     case 'L':
         return parse_link_record(p, len, r, why, whylen);
+    case 'J':
+        if (len != CODEC_SESSION_SIZE || p[9] == 0 || p[10] < 2 || p[10] > CODEC_STREAMS_MAX ||
+            p[9] >= p[10] || !zeros(p + 11, 5))
+            return bad_record(why, whylen, "malformed weir join record");
+        r->join_index = p[9];
+        r->join_count = p[10];
+        memcpy(r->token, p + 16, CODEC_TOKEN_SIZE);
+        return 0;
     case 'N':
     case 'R':
     case 'C':

@@ -163,13 +163,24 @@
  * sender names: such a sender's first sealed record holds its header and
  * then a 'P' record with the target's name (none: the client's first) */
 #define CODEC_FEATURE_SERVE 0x200u
+/* several connections for one transfer (--streams): a receiver offers it
+ * when senders can join on its listening socket; a sender offers it only
+ * when it spreads the stream, and then, once the receiver has named the
+ * session ('N'), opens up to CODEC_STREAMS_MAX - 1 more connections that
+ * each join it ('J', acknowledged by a 'J' back), and sends everything
+ * after the stream header as chunks (codec_chunk) dealt out over all of
+ * them; the receiver puts the chunks back in order.  The records to the
+ * sender stay on the first connection. */
+#define CODEC_FEATURE_STREAMS 0x400u
+#define CODEC_STREAMS_MAX 16
 #define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES | \
                         CODEC_FEATURE_ANSWER_READ | CODEC_FEATURE_ZSTD)   /* every end's */
 #define CODEC_FEATURES_KNOWN (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_KEY | \
                               CODEC_FEATURE_HOLES | CODEC_FEATURE_LINKTEST | \
                               CODEC_FEATURE_RESUME | CODEC_FEATURE_REREAD | \
                               CODEC_FEATURE_RECORDS2 | CODEC_FEATURE_ANSWER_READ | \
-                              CODEC_FEATURE_ZSTD | CODEC_FEATURE_SERVE)
+                              CODEC_FEATURE_ZSTD | CODEC_FEATURE_SERVE | \
+                              CODEC_FEATURE_STREAMS)
 /* Whether a greeting claims a key with records of an older form. */
 static inline bool codec_keyed_older(uint32_t features)
 {
@@ -227,7 +238,7 @@ struct codec_link {
 bool codec_target_name_ok(const char *name);
 
 struct codec_record {
-    unsigned char type;          /* 'H' 'Z' 'S' 'A' 'G' 'K' 'L' 'N' 'C' 'R' 'D' 'P' ('B' and
+    unsigned char type;          /* 'H' 'Z' 'S' 'A' 'G' 'K' 'L' 'N' 'C' 'R' 'J' 'D' 'P' ('B' and
                                     'T': stream.c) */
     /* H */
     unsigned version, flags;
@@ -249,8 +260,10 @@ struct codec_record {
     char msg[CODEC_STATUS_MAX + 1];
     /* L */
     struct codec_link link;
-    /* N, R: the session's token; C: bytes is what the receiver holds */
+    /* N, R, J: the session's token; C: bytes is what the receiver holds */
     unsigned char token[CODEC_TOKEN_SIZE];
+    /* J: which connection of how many */
+    unsigned join_index, join_count;
     /* G (a sender's), N: a service's route to the transfer (0: none) */
     uint32_t route;
     /* P: the target a sender asks a service for ("": the first of its own) */
@@ -329,6 +342,21 @@ size_t codec_session_routed(unsigned char *dst, unsigned char type,
                             const unsigned char token[CODEC_TOKEN_SIZE], uint32_t route);
 size_t codec_session(unsigned char *dst, unsigned char type,
                      const unsigned char token[CODEC_TOKEN_SIZE]);
+/* 'J': a connection joins the session of token as connection index
+ * (1 .. count - 1) of count; the receiver acknowledges with the same
+ * record.  CODEC_SESSION_SIZE bytes. */
+size_t codec_join(unsigned char *dst, const unsigned char token[CODEC_TOKEN_SIZE],
+                  unsigned index, unsigned count);
+
+/* A chunk of a spread stream (CODEC_FEATURE_STREAMS): CODEC_CHUNK_HEADER
+ * bytes, then len bytes of the stream.  Chunks are numbered from 0 across
+ * all connections; on each connection their numbers rise. */
+#define CODEC_CHUNK_HEADER 16
+#define CODEC_CHUNK_MAX (256u << 10)
+void codec_chunk(unsigned char *dst, uint64_t seq, uint32_t len);
+/* 0 with *seq and *len (1 .. CODEC_CHUNK_MAX), or -1: not a chunk header. */
+int codec_parse_chunk(const unsigned char *p, uint64_t *seq, uint32_t *len);
+
 /* 'C': the receiver holds the stream's first bytes bytes (its header
  * included); CODEC_SESSION_SIZE bytes. */
 size_t codec_confirm(unsigned char *dst, uint64_t bytes);
