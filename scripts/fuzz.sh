@@ -2,7 +2,7 @@
 # fuzz.sh - run weir's libFuzzer targets with ASan and UBSan, then merge what
 # they found into the committed corpora (tests/fuzz/corpus/*), minimized.
 #
-#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]    (default 600, stream options sealed handshake)
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]    (default 600, stream options sealed handshake stripe)
 #
 # A crash leaves crash-* files in tests/fuzz/ and makes this script fail; fix
 # the bug, then copy the crash input into the corpus as a regression case.
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(stream options sealed handshake)
+[ ${#targets[@]} -gt 0 ] || targets=(stream options sealed handshake stripe)
 bash scripts/deps.sh
 command -v clang >/dev/null || { echo "fuzz.sh: clang is required" >&2; exit 1; }
 if [ ! -d build-fuzz ]; then

@@ -119,6 +119,10 @@ struct weir_config {
      * reconnects and resumes where the receiver stopped, the receiver keeps
      * its outputs open and listens for it; 0: a break fails the transfer */
     double reconnect;
+    /* --streams: how many TCP connections carry each -O transfer to a weir
+     * receiver that offers it (CODEC_FEATURE_STREAMS): 0 auto (one, for
+     * now), 1 one, up to 16 */
+    int streams;
 
     bool force;                  /* an existing regular output file may be overwritten */
     bool stop_on_error;          /* the first failed output stops everything */

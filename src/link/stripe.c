@@ -50,6 +50,8 @@ struct conn {
     bool ended;                /* lock: gathering, its peer ended it cleanly */
     uint64_t last;             /* its thread's: the last chunk number it carried */
     bool any;                  /* its thread's: it carried one */
+    bool waiting;              /* lock: it waits for the window with a chunk's header */
+    uint64_t pending;          /* lock: that chunk's number */
 };
 
 struct stripe {
@@ -77,6 +79,7 @@ struct stripe {
     uint64_t expected;         /* lock: the next chunk the stream needs */
     size_t at;                 /* lock: bytes of it handed out */
     int live;                  /* lock: connections not yet ended */
+    int waiting;               /* lock: of them, waiting with a chunk beyond the window */
 };
 
 static const struct transport_ops out_ops, in_ops;
@@ -523,6 +526,20 @@ static int read_exact(struct stripe *s, struct conn *c, unsigned char *buf, size
     return 1;
 }
 
+/* Every connection still open waits with a chunk beyond the window in
+ * hand, and none holds the chunk the stream needs: it can never come (an
+ * honest sender never does this: a connection's chunks rise, so the one
+ * the stream needs is at the head of the connection that carries it). */
+static bool stalled_locked(const struct stripe *s)
+{
+    if (s->waiting < s->live || s->claimed[s->expected % s->window])
+        return false;
+    for (int i = 0; i < s->n; i++)
+        if (s->c[i].waiting && s->c[i].pending < s->expected + s->window)
+            return false;   /* woken, it goes on */
+    return true;
+}
+
 /* A chunk's header arrived: whether it may be read now, checked against
  * what the connection and the stream had.  Waits while it lies beyond the
  * window.  0: read it into its slot (claimed); -1: the thread leaves. */
@@ -532,8 +549,17 @@ static int admit_chunk(struct stripe *s, struct conn *c, uint64_t seq)
     const char *bad = (c->any && seq <= c->last) ? "a chunk out of its connection's order"
                       : seq < s->expected       ? "a chunk the stream already has"
                       : NULL;
-    while (!bad && !s->err && !atomic_load(&s->quit) && seq >= s->expected + s->window)
-        sync_wait(&s->cv, &s->lock);
+    c->waiting = true;
+    c->pending = seq;
+    s->waiting++;
+    while (!bad && !s->err && !atomic_load(&s->quit) && seq >= s->expected + s->window) {
+        if (stalled_locked(s))
+            bad = "the chunk the stream needs is on no connection";
+        else
+            sync_wait(&s->cv, &s->lock);
+    }
+    s->waiting--;
+    c->waiting = false;
     if (!bad && seq < s->expected + s->window && s->claimed[seq % s->window])
         bad = "a chunk another connection carried";
     if (bad)
@@ -594,6 +620,7 @@ static void *gather_main(void *arg)
     if (r == 0) {
         c->ended = true;
         s->live--;
+        sync_broadcast(&s->cv);   /* a waiter may now see that nothing can come */
     }
     sync_unlock(&s->lock);
     left(c);

@@ -26,6 +26,7 @@
 
 enum long_only {
     OPT_BIND = 256, OPT_CONNECT_TIMEOUT, OPT_ACCEPT_TIMEOUT, OPT_TIMEOUT, OPT_RECONNECT, OPT_RAW,
+    OPT_STREAMS,
     OPT_SIZE, OPT_STOP_ON_ERROR, OPT_UNSUPPORTED_TAPE, OPT_READAHEAD, OPT_NO_SYNC,
     OPT_GENKEY, OPT_KEY_ID, OPT_KEY_FILE, OPT_TARGET, OPT_SERVE,
     /* mbuffer's long options */
@@ -47,6 +48,7 @@ static const struct option long_opts[] = {
     {"accept-timeout", required_argument, NULL, OPT_ACCEPT_TIMEOUT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"reconnect", required_argument, NULL, OPT_RECONNECT},
+    {"streams", required_argument, NULL, OPT_STREAMS},
     {"raw", no_argument, NULL, OPT_RAW},
     {"size", required_argument, NULL, OPT_SIZE},
     {"readahead", required_argument, NULL, OPT_READAHEAD},
@@ -118,6 +120,8 @@ static void usage_io(FILE *out)
 "  --timeout S        fail a connection with no progress for S seconds (600)\n"
 "  --reconnect S      resume a broken connection between two weirs within S seconds\n"
 "                     (300; 0 = a break fails the transfer)\n"
+"  --streams N|auto   one transfer over N connections to a weir receiver (at most\n"
+"                     16), for long paths; auto: one for now (default)\n"
 "  --raw              plain bytes on the wire, for nc, socat and mbuffer peers\n"
 "  -W S               watchdog: fail when neither the input nor any output\n"
 "                     moves a byte for S seconds (and a listener nobody joins,\n"
@@ -621,6 +625,11 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
                    "give --sparse to the sender, or add --raw to find holes in plain bytes");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
+    if (o->streams > 1 && !any_tcp)
+        return bad(err, "--streams needs -O: it spreads a transfer over connections");
+    if (o->streams > 1 && o->raw)
+        return bad(err, "--streams and --raw contradict each other: only a weir receiver "
+                   "puts chunks back in order");
     if (check_ssh(o, err))
         return -1;
     if (o->key_id && !o->key_file && !o->genkey)
@@ -813,6 +822,12 @@ static int parse_network_option(struct weir_options *o, int c, const char *arg, 
     case OPT_TIMEOUT: return parse_secs("--timeout", arg, &o->io_timeout, err);
     case OPT_RECONNECT: return parse_secs("--reconnect", arg, &o->reconnect, err);
     case OPT_RAW: o->raw = true; return 0;
+    case OPT_STREAMS:
+        if (strcmp(arg, "auto") == 0) {
+            o->streams = 0;
+            return 0;
+        }
+        return parse_int("--streams", arg, 1, CODEC_STREAMS_MAX, &o->streams, err);
     default:
         return NOT_MINE;
     }
@@ -1234,6 +1249,7 @@ void options_to_config(const struct weir_options *o, struct weir_config *c)
     c->tcp.accept_timeout = o->accept_timeout;
     c->tcp.io_timeout = o->io_timeout;
     c->reconnect = o->reconnect;
+    c->streams = o->streams;
     c->tcp.raw = o->raw;
     c->tcp.bind_addr = o->bind_addr;
     snprintf(c->tcp.listen_port, sizeof c->tcp.listen_port, "%s", o->listen_port);

@@ -67,6 +67,7 @@ struct weir_options {
     double accept_timeout;      /* --accept-timeout, seconds, 0 = forever */
     double io_timeout;          /* --timeout, seconds without progress, 0 = off */
     double reconnect;           /* --reconnect, seconds a broken connection is waited for */
+    int streams;                /* --streams: connections per -O transfer; 0 = auto */
 
     bool raw;                   /* --raw: plain bytes on the wire */
     bool compress;              /* -z, --compress, or --zstd */

@@ -218,6 +218,13 @@ static void feed_gap(int *raw)
     shutdown(raw[1], SHUT_WR);
 }
 
+static void feed_beyond(int *raw)
+{
+    put_chunk(raw[0], 1, 10, 'b');
+    put_chunk(raw[1], 40, 10, 'x');   /* beyond the window of 8, and chunk 0 never comes */
+    shutdown(raw[0], SHUT_WR);
+}
+
 static void feed_late(int *raw)
 {
     put_chunk(raw[0], 0, 10, 'a');
@@ -253,5 +260,7 @@ int main(void)
             "connection 2 of 2: the connection ended inside a chunk");
     refused("every connection ended with a chunk missing", feed_gap, 10, 0, NULL);
     refused("a chunk the stream had already", feed_late, 30, EPROTO, NULL);
+    refused("a chunk beyond the window with the one needed nowhere", feed_beyond, 0, EPROTO,
+            "connection 2 of 2: the chunk the stream needs is on no connection");
     CHECK_DONE();
 }
