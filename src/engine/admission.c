@@ -31,9 +31,20 @@ static void listener_settings(struct pipeline *p, struct listener_config *cfg)
                                     .allow_link_test = p->cfg->allow_link_test,
                                     .tests = linktest_server_service(),
                                     .resume = p->cfg->reconnect > 0,
-                                    .redials = p->cfg->input_redial != NULL};
+                                    .redials = p->cfg->input_redial != NULL,
+                                    .streams = !s->raw && !p->cfg->admitted};
     if (s->io_timeout > 0 && s->io_timeout < cfg->handshake_timeout)
         cfg->handshake_timeout = s->io_timeout;
+}
+
+/* A spread transfer's reorder window: half the buffer (-m) in chunks, at
+ * most STRIPE_WINDOW_MAX of them (stripe_in raises it to two a
+ * connection). */
+#define STRIPE_WINDOW_MAX 256
+static unsigned stripe_window(uint64_t mem)
+{
+    uint64_t w = mem / 2 / CODEC_CHUNK_MAX;
+    return w > STRIPE_WINDOW_MAX ? STRIPE_WINDOW_MAX : (unsigned)w;
 }
 
 void register_receiver(struct pipeline *p)
@@ -43,6 +54,7 @@ void register_receiver(struct pipeline *p)
                                  .gap_since = &p->gap_since, .dial = p->cfg->input_redial,
                                  .dial_ctx = p->cfg->input_redial_ctx,
                                  .route = p->cfg->route, .reconnect = p->cfg->reconnect,
+                                 .stripe_window = stripe_window(p->cfg->mem),
                                  .log = p->log};
     listener_settings(p, &own.cfg);
     receiver_register(&p->rx, &own);

@@ -25,6 +25,7 @@
 #include "format/sparse.h"
 
 #include "link/sender.h"
+#include "link/stripe.h"
 
 #include "engine/writer_int.h"
 
@@ -194,6 +195,84 @@ static int hear_receiver(struct output *o, double limit, uint32_t block_max, boo
     return STEP_OK;
 }
 
+/* --streams: spread the transfer when asked to and the receiver can put
+ * chunks back in order; a spread session is not resumed after a break. */
+static void plan_streams(struct output *o)
+{
+    const struct weir_config *c = o->p->cfg;
+    int n = c->streams;
+    if (n <= 1)
+        return;
+    if (!(o->session.peer_features & CODEC_FEATURE_STREAMS)) {
+        log_msg(o->p->log, LOG_INFO, "%s: the receiver takes one connection a transfer (an "
+                "older weir, or a service): sending over one, not %d", o->name, n);
+        return;
+    }
+    o->session.spread = true;
+    if (o->session.resume)
+        log_msg(o->p->log, LOG_INFO, "%s: a transfer over %d connections is not resumed "
+                "after a break (--streams 1 resumes)", o->name, n);
+    o->session.resume = false;
+}
+
+/* The connections after the first of a spread session, each joined to it
+ * (link/sender.h); they then carry the stream with the first (link/stripe.h).
+ * The connection at the peer's address, for each: the same receiver. */
+static int join_more(struct output *o, double limit, struct transport *conns, int n,
+                     struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    struct sockaddr_storage peer;
+    socklen_t len = sizeof peer;
+    if (getpeername(o->t.fd, (struct sockaddr *)&peer, &len) != 0)
+        return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: getpeername", o->t.name), STEP_FAIL;
+    struct sender_terms k = terms(o);
+    for (int i = 1; i < n; i++) {
+        int fd;
+        if (tcp_connect_addr((struct sockaddr *)&peer, len, limit, p->cfg->tcp.io_timeout,
+                             &o->halt, &fd) != 0)
+            return atomic_load(&o->halt) ? STEP_STOP
+                   : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: connection %d of %d: "
+                                "connect", o->name, i + 1, n), STEP_FAIL);
+        char name[sizeof conns[i].name];
+        snprintf(name, sizeof name, "%.250s (connection %d of %d)", o->name, i + 1, n);
+        transport_tcp(&conns[i], fd, name);
+        conns[i].wire_tx = &o->net;
+        struct session_out js;
+        session_out_init(&js, &conns[i], true, false, false, o->session.block_max);
+        js.spread = true;
+        int rc = sender_join(&js, &o->bc, &k, (unsigned)i, (unsigned)n, limit, e);
+        if (rc != STEP_OK)
+            return rc;
+    }
+    return STEP_OK;
+}
+
+/* Spread the session over --streams connections: the first is o->t, the
+ * rest join it, and o->t becomes all of them (link/stripe.h). */
+static int spread(struct output *o, double limit, struct weir_error *e)
+{
+    struct pipeline *p = o->p;
+    int n = p->cfg->streams;
+    struct transport conns[CODEC_STREAMS_MAX];
+    for (int i = 0; i < n; i++)
+        transport_none(&conns[i]);
+    int rc = join_more(o, limit, conns, n, e);
+    if (rc != STEP_OK) {
+        for (int i = 1; i < n; i++) {
+            struct weir_error ignored;
+            transport_close(&conns[i], false, &o->halt, &ignored);
+        }
+        return rc;
+    }
+    conns[0] = o->t;
+    if (stripe_out(&o->t, conns, n, io_timeout_ms(p, &conns[0]), &o->halt, e) != 0)
+        return STEP_FAIL;
+    o->t.wire_tx = &o->net;
+    log_msg(p->log, LOG_INFO, "%s: the transfer goes over %d connections", o->name, n);
+    return STEP_OK;
+}
+
 /* A greeted receiver: the keys, the handshake, what resuming needs, and
  * the back channel (at once, unless the session must be named first). */
 static int meet_receiver(struct output *o, double limit, struct weir_error *e)
@@ -208,7 +287,7 @@ static int meet_receiver(struct output *o, double limit, struct weir_error *e)
     sync_lock(&p->lock);
     o->bc.last_heard = clock_now();
     sync_unlock(&p->lock);
-    if (!o->may_resume && backchannel_start(&o->bc, e))
+    if (!o->may_resume && !o->session.spread && backchannel_start(&o->bc, e))
         return STEP_FAIL;
     return STEP_OK;
 }
@@ -226,10 +305,13 @@ static int begin_stream(struct output *o, double limit, struct weir_error *e)
     sync_lock(&p->lock);
     boundary_locked(o);   /* the data begins after the header */
     sync_unlock(&p->lock);
-    if (o->may_resume) {
+    if (o->may_resume || o->session.spread) {
         /* the receiver names the session as it admits the stream: known
-         * before a byte of data goes, a break can always be resumed */
-        int rc = sender_hear_name(&o->bc, limit, e);
+         * before a byte of data goes, a break can always be resumed, and
+         * the other connections of a spread one join it */
+        int rc = sender_hear_name(&o->bc, limit, o->may_resume, e);
+        if (rc == STEP_OK && o->session.spread)
+            rc = spread(o, limit, e);
         if (rc != STEP_OK)
             return rc;
         if (backchannel_start(&o->bc, e))
@@ -269,6 +351,8 @@ int writer_open(struct output *o, bool once, struct weir_error *e)
         limit = c->tcp.io_timeout;
     if (greet && (rc = hear_receiver(o, limit, block_max, &greet, e)) != STEP_OK)
         return rc;
+    if (greet)
+        plan_streams(o);
     if (greet && (rc = meet_receiver(o, limit, e)) != STEP_OK)
         return rc;
     if ((rc = begin_stream(o, limit, e)) != STEP_OK)

@@ -42,6 +42,7 @@
 #include "format/decode.h"
 #include "format/sparse.h"
 #include "link/listener.h"
+#include "link/stripe.h"
 #include "linktest/linktest.h"
 #include "os/os.h"
 
@@ -140,7 +141,9 @@ static ssize_t source_read(void *ctx, void *buf, size_t n)
         }
         if (got < 0) {
             r->timed_out = errno == ETIMEDOUT;
-            if (p->in.sealed && (errno == EBADMSG || errno == EPROTO || errno == EPIPE))
+            if (p->in.stripe)
+                r->stripe_errno = errno;
+            else if (p->in.sealed && (errno == EBADMSG || errno == EPROTO || errno == EPIPE))
                 r->sealed_errno = errno;
             return -1;
         }
@@ -186,6 +189,10 @@ static bool known_failure(struct reader *r, struct weir_error *e)
         *e = r->gone;
     else if (r->sealed_errno)
         sealed_failed(r, e);
+    else if (r->stripe_errno && *stripe_why(&r->p->in))
+        error_set(e, r->stripe_errno == EPROTO || r->stripe_errno == EBADMSG
+                         ? WEIR_EXIT_INTEGRITY : r->p->in.status,
+                  "%s: %s", r->p->in.name, stripe_why(&r->p->in));
     else if (r->timed_out)
         error_set(e, r->p->in.status, "%s: no progress for %g s", r->p->in.name,
                   r->p->cfg->tcp.io_timeout);
@@ -766,7 +773,7 @@ static int read_input(struct reader *r, struct weir_error *e)
     struct stream_decoder d;
     struct stream_source src = {.read = source_read, .settle = source_settle, .ctx = r,
                                 .error_status = p->in.status, .name = p->in.name,
-                                .sealed = p->in.sealed != NULL,
+                                .sealed = p->in.sealed != NULL || p->in.sealed_below,
                                 .window_max = c->mem,   /* -m bounds a zstd window */
                                 /* the trailer ends it: a sender that will say
                                  * it read the answer keeps its direction open */

@@ -25,6 +25,7 @@ struct reader {
     int timeout_ms;
     bool timed_out;      /* the last read failed for lack of progress */
     int sealed_errno;    /* an encrypted record that did not open, or a cut */
+    int stripe_errno;           /* a spread input's failure (link/stripe.h says which) */
     unsigned char *big_in, *big_out;   /* oversize blocks (oversize_block) */
     void *zstd;          /* their zstd context, when they are zstd frames */
     bool legacy_told;    /* the user was told that legacy LZ4 has no checksums */

@@ -44,6 +44,8 @@ struct pending {
     bool tester;               /* it greeted as a link tester (role 'T') */
     uint32_t features;         /* what its greeting offers */
     bool rejoin;               /* its first record asks to resume a session ('R') */
+    bool join;                 /* its first record joins the session under way ('J') */
+    unsigned join_index, join_count;
     char target[CODEC_TARGET_MAX + 1];   /* a service's: the target it asked for */
     bool placed;               /* it sent a target record ('P') */
 };
@@ -261,7 +263,9 @@ static int greet(struct admission *a, int fd, bool trusted)
                             ? CODEC_FEATURE_LINKTEST : 0) |
                        (a->cfg->resume && (a->l->fd >= 0 || a->cfg->redials)
                             ? CODEC_FEATURE_RESUME : 0) |
-                       (a->cfg->serve && a->cfg->tls ? CODEC_FEATURE_SERVE : 0));
+                       (a->cfg->serve && a->cfg->tls ? CODEC_FEATURE_SERVE : 0) |
+                       (a->cfg->streams && !a->cfg->serve && a->l->fd >= 0 && !trusted
+                            ? CODEC_FEATURE_STREAMS : 0));
     if (os_send(fd, greeting, sizeof greeting, true) ==
         (ssize_t)sizeof greeting)
         return 0;
@@ -464,6 +468,30 @@ static int join_test(struct admission *a, struct pending *c, const struct codec_
 
 static int judge_record(struct admission *a, struct pending *c);
 
+/* 'J': a connection joins the transfer under way (join_token), proven by
+ * the session's token and, with a key, by the key it began under.  1:
+ * admitted; -1: refused. */
+static int judge_join(struct admission *a, struct pending *c, const struct codec_record *r)
+{
+    const unsigned char *token = a->cfg->join_token;
+    if (!token || CRYPTO_memcmp(r->token, token, CODEC_TOKEN_SIZE) != 0 ||
+        !(c->features & CODEC_FEATURE_STREAMS)) {
+        drop(a, c, "refused connection from %s: %s", "it asked to join a transfer this "
+             "listener does not have (it ended, or this is another receiver)");
+        return -1;
+    }
+    if (a->cfg->join_identity &&
+        !(c->tls && strcmp(tls_identity(c->tls), a->cfg->join_identity) == 0)) {
+        drop(a, c, "refused connection from %s: %s", "it asked to join a transfer that "
+             "began under another key");
+        return -1;
+    }
+    c->join = true;
+    c->join_index = r->join_index;
+    c->join_count = r->join_count;
+    return 1;
+}
+
 /* The sender's first record (after its greeting, or in its first sealed
  * record): a stream header begins a transfer; 'R' asks to resume the
  * session under way.  While one is under way (resume_token) only its
@@ -474,9 +502,18 @@ static int judge_first(struct admission *a, struct pending *c, const unsigned ch
 {
     struct codec_record r;
     char why[96];
-    if (codec_parse_record(rec, len, &r, why, sizeof why) || (r.type != 'H' && r.type != 'R')) {
+    if (codec_parse_record(rec, len, &r, why, sizeof why) ||
+        (r.type != 'H' && r.type != 'R' && r.type != 'J')) {
         drop(a, c, "refused connection from %s: %s",
-             rec[8] == 'H' || rec[8] == 'R' ? why : "no weir stream header after its greeting");
+             rec[8] == 'H' || rec[8] == 'R' || rec[8] == 'J'
+                 ? why : "no weir stream header after its greeting");
+        return -1;
+    }
+    if (r.type == 'J')
+        return judge_join(a, c, &r);
+    if (r.type == 'H' && a->cfg->join_token) {
+        drop(a, c, "refused connection from %s: %s", "a transfer is under way here: this "
+             "listener takes only its connections");
         return -1;
     }
     if (r.type == 'H' && (r.flags & CODEC_HEADER_SEALED) && !sealed) {
@@ -863,14 +900,15 @@ static int admit_sealed(struct admission *a, struct pending *c, struct transport
         drop(a, c, "dropped connection from %s: %s", err.msg);
         return -1;
     }
-    if (!c->rejoin) {
+    if (!c->rejoin && !c->join) {
         /* a target record after the header is the listener's alone */
         *nahead = plen == CODEC_HEADER_SIZE + CODEC_PLACE_SIZE ? CODEC_HEADER_SIZE : plen;
         memcpy(ahead, first, *nahead);
     }
     OPENSSL_cleanse(first, sizeof first);
-    log_msg(a->log, LOG_INFO, "connection from %s, with the key '%s'%s", c->peer,
-            tls_identity(c->tls), c->rejoin ? ": the sender is back" : "");
+    log_msg(a->log, c->join ? LOG_DEBUG : LOG_INFO, "connection from %s, with the key "
+            "'%s'%s", c->peer, tls_identity(c->tls), c->rejoin ? ": the sender is back"
+                                                    : c->join ? ": it joins the transfer" : "");
     return 0;
 }
 
@@ -892,31 +930,39 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
         log_msg(a->log, LOG_INFO, "connection from %s: plain bytes (mbuffer, nc or socat)",
                 c->peer);
     } else if (!a->cfg->raw) {
-        size_t skip = CODEC_GREETING_SIZE + (c->rejoin ? CODEC_SESSION_SIZE : 0);
+        size_t skip = CODEC_GREETING_SIZE + (c->rejoin || c->join ? CODEC_SESSION_SIZE : 0);
         *nahead = c->have - skip;
         memcpy(ahead, c->buf + skip, *nahead);
-        log_msg(a->log, LOG_INFO, "connection from %s%s", c->peer,
-                c->rejoin ? ": the sender is back" : "");
+        log_msg(a->log, c->join ? LOG_DEBUG : LOG_INFO, "connection from %s%s", c->peer,
+                c->rejoin ? ": the sender is back" : c->join ? ": it joins the transfer" : "");
     } else {
         log_msg(a->log, LOG_INFO, "connection from %s", c->peer);
     }
     peer->features = c->features;
     snprintf(peer->identity, sizeof peer->identity, "%s", c->tls ? tls_identity(c->tls) : "");
     peer->rejoined = c->rejoin;
+    peer->joined = c->join;
+    peer->join_index = c->join_index;
+    peer->join_count = c->join_count;
     snprintf(peer->target, sizeof peer->target, "%s", c->target);
     peer->placed = c->placed;
     forget_handshake(c);
     c->fd = -1;
     a->count--;
-    for (int i = 0; i < LISTENER_PENDING; i++)
+    for (int i = 0; i < LISTENER_PENDING && !peer->joined; i++)
         if (a->conn[i].fd >= 0)
             drop(a, &a->conn[i], "dropped connection from %s: %s",
                  "another sender was admitted first");
     /* a session that may resume keeps the port: its sender comes back there
      * (the ssh tunnel's too: through a new ssh session, from this host) */
-    peer->listening = a->cfg->resume && !c->plain && !a->cfg->raw &&
-                      (c->features & CODEC_FEATURE_RESUME) &&
-                      (a->l->fd >= 0 || a->cfg->redials);
+    peer->resuming = a->cfg->resume && !c->plain && !a->cfg->raw &&
+                     (c->features & CODEC_FEATURE_RESUME) &&
+                     (a->l->fd >= 0 || a->cfg->redials);
+    /* and so does one whose sender spreads it, for its other connections */
+    peer->spread = a->cfg->streams && !a->cfg->serve && !c->plain && !a->cfg->raw &&
+                   !c->join && !c->rejoin && (c->features & CODEC_FEATURE_STREAMS) &&
+                   a->l->fd >= 0;
+    peer->listening = peer->resuming || peer->spread || c->join;
     if (!peer->listening)
         tcp_listener_close(a->l);
     return 0;
@@ -1121,4 +1167,75 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
     free(a);
     errno = why;
     return -1;
+}
+
+/* ---- the other connections of a spread transfer ---------------------------- */
+
+/* A joined connection: put in its place (conns[index]) and told so ('J'
+ * back), or dropped when it contradicts the others.  Whether it was kept. */
+static bool place_join(const struct listener_config *cfg, struct weir_log *log,
+                       struct transport *t, size_t nahead, const struct listener_peer *peer,
+                       struct transport *conns, unsigned *count)
+{
+    const char *bad = nahead > 0                       ? "it sent data before it was taken"
+                      : *count && peer->join_count != *count ? "it counts the connections "
+                                                               "differently"
+                      : conns[peer->join_index].fd >= 0 ? "another connection took its place"
+                      : NULL;
+    unsigned char rec[CODEC_SESSION_SIZE];
+    codec_join(rec, cfg->join_token, peer->join_index, peer->join_count);
+    if (!bad && transport_write_all(t, rec, sizeof rec, (int)(cfg->handshake_timeout * 1000),
+                                    NULL) != 0)
+        bad = "it did not read the answer to its join";
+    OPENSSL_cleanse(rec, sizeof rec);
+    if (bad) {
+        log_msg(log, LOG_WARN, "refused connection %s: %s", t->name, bad);
+        struct weir_error ignored;
+        t->ops->abort(t);
+        transport_close(t, false, NULL, &ignored);
+        return false;
+    }
+    *count = peer->join_count;
+    conns[peer->join_index] = *t;
+    transport_none(t);
+    log_msg(log, LOG_DEBUG, "%s joined the transfer as connection %u of %u", conns[peer->join_index].name,
+            peer->join_index + 1, peer->join_count);
+    return true;
+}
+
+int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
+                    atomic_bool *stop, struct weir_log *log, struct transport *conns,
+                    unsigned *count, struct weir_error *err)
+{
+    struct admission *a = calloc(1, sizeof *a);
+    if (!a)
+        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "listen %s", l->addr);
+    a->l = l;
+    a->cfg = cfg;
+    a->log = log;
+    for (int i = 0; i < LISTENER_PENDING; i++)
+        a->conn[i].fd = -1;
+    double give_up = clock_now() + cfg->accept_timeout;
+    unsigned joined = 0;
+    int rc = 0;
+    while (rc == 0 && (*count == 0 || joined + 1 < *count)) {
+        struct transport t;
+        unsigned char ahead[LISTENER_AHEAD_MAX];
+        size_t nahead = 0;
+        struct listener_peer peer;
+        memset(&peer, 0, sizeof peer);
+        const struct admitted out = {&t, ahead, &nahead, &peer};
+        rc = admission_over(a, stop, l->fd, give_up, err) ? -1
+             : admission_round(a, l->fd, give_up, &out, err);
+        if (rc == 1)
+            joined += place_join(cfg, log, &t, nahead, &peer, conns, count);
+        rc = rc == 1 ? 0 : rc;
+    }
+    int why = errno;
+    for (int i = 0; i < LISTENER_PENDING; i++)
+        if (a->conn[i].fd >= 0)
+            drop(a, &a->conn[i], NULL, NULL);
+    free(a);
+    errno = why;
+    return rc < 0 ? -1 : 0;
 }

@@ -126,6 +126,15 @@ struct listener_config {
     /* the given connection (channel_fd) was greeted already (a service's:
      * listener_serve_greeting) */
     bool channel_greeted;
+    /* several connections a transfer (--streams): this receiver offers it
+     * when it has a listening socket, and keeps that socket after it admits
+     * a sender that spreads, for its other connections; join_token: the
+     * session under way, which connections join ('J' with this token after
+     * their greeting, or in their first sealed record) while every other
+     * is refused; join_identity: with a key, the key it began under */
+    bool streams;
+    const unsigned char *join_token;
+    const char *join_identity;
 };
 
 /* The greeting a service sends every connection it accepts, before it
@@ -150,7 +159,11 @@ struct listener_peer {
     uint32_t features;         /* what its greeting offers (a weir sender's) */
     bool rejoined;             /* it resumed the session of resume_token */
     char identity[KEY_ID_MAX + 1];   /* with a key: the key it proved; else "" */
-    bool listening;            /* the listening socket stays open (resuming is on) */
+    bool listening;            /* the listening socket stays open (resuming, or joins) */
+    bool resuming;             /* both ends offered resuming */
+    bool spread;               /* the sender spreads the transfer: its other connections join */
+    bool joined;               /* it joined the session of join_token ('J') */
+    unsigned join_index, join_count;   /* as which connection, of how many */
     char target[CODEC_TARGET_MAX + 1];   /* serve: the target it asked for; "": none */
     bool placed;               /* serve: it sent a target record (it reads a route in 'N') */
 };
@@ -171,5 +184,16 @@ struct listener_admitted {
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
                    struct weir_log *log, struct transport *t, unsigned char *ahead,
                    size_t *nahead, struct listener_peer *peer, struct weir_error *err);
+
+/* The other connections of a spread transfer (peer->spread): on the
+ * listening socket, with cfg->join_token (and join_identity) set and
+ * accept_timeout the time they have, admit the connections that join it,
+ * each into conns[its index] (conns[1 .. count-1], whose fd is -1 until
+ * then) and told so, until all count - 1 are in; *count (0 at first) is
+ * what the first said.  Any other connection is refused as listener_admit
+ * refuses it.  0, or -1 with *err and errno (ETIMEDOUT: not all came). */
+int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
+                    atomic_bool *stop, struct weir_log *log, struct transport *conns,
+                    unsigned *count, struct weir_error *err);
 
 #endif

@@ -17,6 +17,8 @@
 
 #include "base/sync.h"
 #include "link/receiver.h"
+#include "link/stripe.h"
+#include "link/stripe.h"
 #include "os/os.h"
 
 /* Dialling the sender again, and the admission of what it reaches. */
@@ -127,20 +129,71 @@ static void take_connection(struct receiver *r, struct transport *t, bool resume
     sync_unlock(r->own.lock);
 }
 
+/* The other connections of a spread transfer join it on the listening
+ * socket (listener_gather), and the input becomes all of them
+ * (link/stripe.h): the stream in order, and the records to the sender on
+ * the first.  The socket then closes unless the session may resume. */
+static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
+{
+    struct listener_config cfg = r->own.cfg;
+    cfg.channel_fd = -1;
+    cfg.accept_timeout = cfg.handshake_timeout;
+    cfg.resume_token = NULL;
+    cfg.tests = NULL;
+    cfg.join_token = r->token;
+    cfg.join_identity = cfg.tls ? r->identity : NULL;
+    struct transport conns[CODEC_STREAMS_MAX];
+    for (int i = 0; i < CODEC_STREAMS_MAX; i++)
+        transport_none(&conns[i]);
+    unsigned count = 0;
+    if (listener_gather(&r->listener, &cfg, stop, r->own.log, conns, &count, e) != 0) {
+        int why = errno;
+        for (int i = 1; i < CODEC_STREAMS_MAX; i++)
+            transport_close(&conns[i], false, NULL, &(struct weir_error){0});
+        if (why == ECANCELED && atomic_load(stop))
+            return STEP_STOP;
+        if (why == ETIMEDOUT)
+            error_set(e, WEIR_EXIT_NETWORK, "%s: the sender's other connections did not all "
+                      "join within %g s", r->own.in->name, cfg.accept_timeout);
+        return STEP_FAIL;
+    }
+    for (unsigned i = 1; i < count; i++) {
+        atomic_fetch_add(r->own.wire_rx, conns[i].wire_before);
+        conns[i].wire_rx = r->own.wire_rx;
+    }
+    sync_lock(r->own.lock);
+    conns[0] = *r->own.in;
+    int rc = stripe_in(r->own.in, conns, (int)count, r->own.stripe_window, r->own.stop, e);
+    if (rc != 0)
+        transport_none(r->own.in);   /* closed with the others */
+    session_in_init(&r->back, stripe_first(r->own.in));
+    bool resumable = r->resumable;
+    sync_unlock(r->own.lock);
+    if (rc != 0)
+        return STEP_FAIL;
+    if (!resumable)
+        tcp_listener_close(&r->listener);
+    log_msg(r->own.log, LOG_INFO, "%s: the transfer comes over %u connections",
+            r->own.in->name, count);
+    return STEP_OK;
+}
+
 /* The sender was admitted (peer): the input is its connection, and one
- * that may resume learns the session's name.  A service's sender reads its
- * route in 'N' and gives it when it comes back, so that the service hands
- * it to this process. */
+ * that may resume, or that spreads the transfer, learns the session's
+ * name (and the others of a spread one join it).  A service's sender reads
+ * its route in 'N' and gives it when it comes back, so that the service
+ * hands it to this process. */
 static int name_session(struct receiver *r, struct transport *t,
-                        const struct listener_peer *peer, struct weir_error *e)
+                        const struct listener_peer *peer, atomic_bool *stop,
+                        struct weir_error *e)
 {
     r->plain = peer->plain;
     /* only a session that may resume can give an answer lost on the way
      * again, so only there does the sender's word count */
-    r->answer_word = (peer->features & CODEC_FEATURE_ANSWER_READ) && peer->listening;
+    r->answer_word = (peer->features & CODEC_FEATURE_ANSWER_READ) && peer->resuming;
     snprintf(r->identity, sizeof r->identity, "%s", peer->identity);
     take_connection(r, t, false);
-    if (!peer->listening)
+    if (!peer->resuming && !peer->spread)
         return STEP_OK;
     if (RAND_bytes(r->token, sizeof r->token) != 1)
         return error_set(e, WEIR_EXIT_INTERNAL, "%s: no random bytes for the session's name",
@@ -150,9 +203,9 @@ static int name_session(struct receiver *r, struct transport *t,
     r->confirm_every = (peer->features & CODEC_FEATURE_REREAD) ? CODEC_CONFIRM_REREAD_BYTES
                                                                 : CODEC_CONFIRM_BYTES;
     sync_lock(r->own.lock);
-    r->resumable = true;
+    r->resumable = peer->resuming;
     sync_unlock(r->own.lock);
-    return STEP_OK;
+    return peer->spread ? gather(r, stop, e) : STEP_OK;
 }
 
 int receiver_admit(struct receiver *r, int channel_fd, struct listener_admitted *given,
@@ -172,7 +225,7 @@ int receiver_admit(struct receiver *r, int channel_fd, struct listener_admitted 
                               &peer, e)) {
         return errno == ECANCELED && atomic_load(stop) ? STEP_STOP : STEP_FAIL;
     }
-    return name_session(r, &t, &peer, e);
+    return name_session(r, &t, &peer, stop, e);
 }
 
 /* A broken input connection goes (reset, so that its sender knows); the

@@ -62,6 +62,7 @@ struct receiver_owner {
     void *dial_ctx;
     uint32_t route;             /* a service's route to this session, for a placed sender */
     double reconnect;           /* --reconnect: bounds the wait for the answer's way home */
+    unsigned stripe_window;     /* a spread transfer: chunks held out of order, at most */
     struct weir_log *log;
 };
 

@@ -74,7 +74,7 @@ static int no_name(const struct backchannel *b, double limit, bool eof, size_t g
     return STEP_FAIL;
 }
 
-int sender_hear_name(struct backchannel *b, double limit, struct weir_error *e)
+int sender_hear_name(struct backchannel *b, double limit, bool resumable, struct weir_error *e)
 {
     unsigned char raw[CODEC_RECORD_MAX];
     struct codec_record r;
@@ -90,7 +90,7 @@ int sender_hear_name(struct backchannel *b, double limit, struct weir_error *e)
     sync_lock(b->own.lock);
     memcpy(b->token, r.token, sizeof b->token);
     b->route = r.route;
-    b->resumable = true;
+    b->resumable = resumable;
     sync_unlock(b->own.lock);
     OPENSSL_cleanse(raw, sizeof raw);
     OPENSSL_cleanse(&r, sizeof r);
@@ -151,6 +151,44 @@ int sender_rejoin(struct session_out *s, struct backchannel *b, const struct sen
     OPENSSL_cleanse(token, sizeof token);
     if (rc && *refused && strstr(e->msg, LISTENER_BUSY))
         *refused = false;   /* it had not seen the break yet: try again */
+    if (rc)
+        return errno == ECANCELED && atomic_load(b->halt) ? STEP_STOP : STEP_FAIL;
+    return STEP_OK;
+}
+
+int sender_join(struct session_out *s, const struct backchannel *b,
+                const struct sender_terms *k, unsigned index, unsigned count, double limit,
+                struct weir_error *e)
+{
+    s->greeted = false;
+    s->rejoining = true;   /* the peer was a weir: no hint at --raw */
+    if (session_read_greeting(s, limit, b->halt, e))
+        return atomic_load(b->halt) ? STEP_STOP : STEP_FAIL;
+    if (!(s->peer_features & CODEC_FEATURE_STREAMS))
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: another receiver answers there now (it "
+                         "takes no connection into a transfer)", s->t->name), STEP_FAIL;
+    int rc = sender_agree(s, k, e);
+    int ms = (int)(limit * 1000) + 1;
+    if (rc == STEP_OK && !k->keyed) {
+        unsigned char g[CODEC_GREETING_SIZE];
+        codec_greeting(g, CODEC_ROLE_SENDER, session_features(s));
+        if (transport_write_all(s->t, g, sizeof g, ms, b->halt))
+            return errno == ECANCELED ? STEP_STOP
+                   : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", s->t->name), STEP_FAIL);
+    } else if (rc == STEP_OK) {
+        if (session_greet_keyed(s, ms, b->halt, e))
+            return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+        rc = shake(s, b, k, limit, e);
+    }
+    if (rc != STEP_OK)
+        return rc;
+    unsigned char token[CODEC_TOKEN_SIZE];
+    sync_lock(b->own.lock);
+    memcpy(token, b->token, sizeof token);
+    sync_unlock(b->own.lock);
+    bool refused;
+    rc = session_join(s, token, index, count, limit, b->halt, &refused, e);
+    OPENSSL_cleanse(token, sizeof token);
     if (rc)
         return errno == ECANCELED && atomic_load(b->halt) ? STEP_STOP : STEP_FAIL;
     return STEP_OK;

@@ -45,9 +45,19 @@ int sender_meet(struct session_out *s, const struct backchannel *b,
                 struct weir_error *e);
 
 /* The receiver's first record after the stream header, within limit
- * seconds: the session's name ('N': b->token, b->route, b->resumable), or
- * why it refused the stream ('S'). */
-int sender_hear_name(struct backchannel *b, double limit, struct weir_error *e);
+ * seconds: the session's name ('N': b->token, b->route; b->resumable when
+ * resumable: both ends offered resuming), or why it refused the stream
+ * ('S').  A session is named to be resumed, or joined (--streams). */
+int sender_hear_name(struct backchannel *b, double limit, bool resumable, struct weir_error *e);
+
+/* A connection more for a spread session (s->spread): over the new
+ * connection that s->t carries, the receiver's greeting (it must offer
+ * CODEC_FEATURE_STREAMS and the same terms), ours (with a key, the
+ * handshake), and the join ('J') of connection index of count, within
+ * limit seconds. */
+int sender_join(struct session_out *s, const struct backchannel *b,
+                const struct sender_terms *k, unsigned index, unsigned count, double limit,
+                struct weir_error *e);
 
 /* One attempt to take the session up again on the new connection that
  * s->t carries: the receiver's greeting, ours (with a key, the

@@ -157,15 +157,20 @@ static unsigned compressed_flags(const struct session_out *s)
     return CODEC_HEADER_COMPRESSED | (s->zstd ? CODEC_HEADER_ZSTD : 0);
 }
 
+uint32_t session_features(const struct session_out *s)
+{
+    return CODEC_FEATURES | (s->resume ? CODEC_FEATURE_RESUME : 0) |
+           (s->resume && s->reread ? CODEC_FEATURE_REREAD : 0) |
+           (s->spread ? CODEC_FEATURE_STREAMS : 0);
+}
+
 int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,
                   struct weir_error *err)
 {
     unsigned char hello[CODEC_GREETING_SIZE + CODEC_HEADER_SIZE + CODEC_PLACE_SIZE];
     size_t n = 0, greeting = 0;
     if (s->greet && !s->greeted)
-        n = greeting = codec_greeting(hello, CODEC_ROLE_SENDER,
-                                      CODEC_FEATURES | (s->resume ? CODEC_FEATURE_RESUME : 0) |
-                                          (s->resume && s->reread ? CODEC_FEATURE_REREAD : 0));
+        n = greeting = codec_greeting(hello, CODEC_ROLE_SENDER, session_features(s));
     /* a zstd file (no receiver to ask) carries its holes as records */
     s->version = (s->peer_features & CODEC_FEATURE_HOLES) || (s->zstd && !s->greet)
                  ? CODEC_VERSION : 1;
@@ -270,6 +275,43 @@ int session_rejoin(struct session_out *s, const unsigned char token[CODEC_TOKEN_
         return error_set(err, WEIR_EXIT_NETWORK, "%s: unexpected '%c' record from the receiver "
                          "when resuming", s->t->name, r.type);
     *at = r.bytes;
+    return 0;
+}
+
+int session_join(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                 unsigned index, unsigned count, double limit, atomic_bool *stop,
+                 bool *refused, struct weir_error *err)
+{
+    *refused = false;
+    unsigned char rec[CODEC_SESSION_SIZE];
+    codec_join(rec, token, index, count);
+    int ms = (int)(limit * 1000) + 1;
+    int rc = transport_write_all(s->t, rec, sizeof rec, ms, stop);
+    OPENSSL_cleanse(rec, sizeof rec);
+    if (rc) {
+        int e = errno;
+        if (e != ECANCELED)
+            error_sys(err, WEIR_EXIT_NETWORK, e, "%s: write", s->t->name);
+        errno = e;
+        return -1;
+    }
+    unsigned char raw[CODEC_RECORD_MAX];
+    struct codec_record r;
+    size_t got;
+    bool eof;
+    if (session_read_record(s->t, ms, stop, &r, raw, &got, &eof, err))
+        return -1;
+    if (r.type == 'S') {
+        *refused = true;
+        return error_set(err, WEIR_EXIT_NETWORK, "receiver: %s", r.msg);
+    }
+    bool same = r.type == 'J' && r.join_index == index && r.join_count == count &&
+                CRYPTO_memcmp(r.token, token, CODEC_TOKEN_SIZE) == 0;
+    OPENSSL_cleanse(raw, sizeof raw);
+    OPENSSL_cleanse(&r, sizeof r);
+    if (!same)
+        return error_set(err, WEIR_EXIT_NETWORK, "%s: the receiver did not take the connection "
+                         "into the session", s->t->name);
     return 0;
 }
 
@@ -378,8 +420,8 @@ int session_greet_keyed(struct session_out *s, int timeout_ms, atomic_bool *stop
                         struct weir_error *err)
 {
     unsigned char g[CODEC_GREETING_SIZE];
-    codec_greeting_routed(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURES_KEYED |
-                                                (s->resume ? CODEC_FEATURE_RESUME : 0),
+    codec_greeting_routed(g, CODEC_ROLE_SENDER,
+                          (session_features(s) & ~CODEC_FEATURE_REREAD) | CODEC_FEATURES_KEYED,
                           s->route);
     s->greeted = true;
     if (transport_write_all(s->t, g, sizeof g, timeout_ms, stop)) {

@@ -44,6 +44,8 @@ struct session_out {
     bool rejoining;          /* a resuming sender's: the peer was a weir, no hint either */
     bool resume;             /* it offers resuming (--reconnect) in its greeting */
     bool reread;             /* and says it reads again what it resends (CODEC_FEATURE_REREAD) */
+    bool spread;             /* it spreads the stream over several connections
+                                (CODEC_FEATURE_STREAMS; set only when the receiver offers it) */
     /* --target: the target it asks a service for (NULL: none); to a
      * service (CODEC_FEATURE_SERVE) a 'P' record follows the header in the
      * same write, so in the same sealed record */
@@ -94,6 +96,15 @@ ssize_t session_writev(struct session_out *s, const struct iovec *iov, int cnt,
 int session_rejoin(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
                    double limit, atomic_bool *stop, uint64_t *at, bool *refused,
                    struct weir_error *err);
+/* A connection more of a spread session, once its greeting (and, with a
+ * key, the handshake) is done: join the session of token as connection
+ * index of count, and read the receiver's 'J' back within limit seconds.
+ * A refusal ('S') sets *refused. */
+int session_join(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                 unsigned index, unsigned count, double limit, atomic_bool *stop,
+                 bool *refused, struct weir_error *err);
+/* The features this sender's greeting offers. */
+uint32_t session_features(const struct session_out *s);
 /* Send up to n bytes of raw data as one stored block; the bytes sent (at
  * most block_max), or -1 with errno. */
 ssize_t session_frame(struct session_out *s, const unsigned char *src, size_t n,

@@ -86,13 +86,26 @@ static const struct transport_ops out_ops, in_ops;
 
 /* ---- shared ---------------------------------------------------------------- */
 
+/* What a failed read or write of a connection means, in words. */
+static const char *cause(const struct conn *c, int err)
+{
+    if (c->t.sealed && err == EBADMSG)
+        return "an encrypted record does not open (corrupt, forged, dropped, duplicated or "
+               "reordered)";
+    if (c->t.sealed && err == EPROTO)
+        return "data after the end of the encrypted stream";
+    if (c->t.sealed && err == EPIPE)
+        return "the encrypted stream was cut short";
+    return strerror(err);
+}
+
 /* The first failure, in words; every waiter is woken. */
 static void fail_locked(struct stripe *s, const struct conn *c, int err, const char *what)
 {
     if (s->err == 0) {
         s->err = err ? err : EIO;
         snprintf(s->why, sizeof s->why, "connection %d of %d: %s", c->index + 1, s->n,
-                 what ? what : strerror(s->err));
+                 what ? what : cause(c, s->err));
     }
     sync_broadcast(&s->cv);
 }
@@ -244,6 +257,9 @@ static void become(struct transport *st, struct stripe *s, const struct transpor
     st->owned = true;
     snprintf(st->name, sizeof st->name, "%s", first->name);
     st->stripe = s;
+    st->sealed_below = true;
+    for (int i = 0; i < s->n; i++)
+        st->sealed_below &= s->c[i].t.sealed != NULL;
 }
 
 int stripe_count(const struct transport *st)
@@ -257,6 +273,11 @@ int stripe_fd(const struct transport *st, int i)
         return i == 0 ? st->fd : -1;
     struct stripe *s = stripe_of(st);
     return i >= 0 && i < s->n ? s->c[i].t.fd : -1;
+}
+
+struct transport *stripe_first(struct transport *st)
+{
+    return st->stripe ? &stripe_of(st)->c[0].t : st;
 }
 
 const char *stripe_why(const struct transport *st)

@@ -57,6 +57,11 @@ int stripe_in(struct transport *st, struct transport *conns, int n, unsigned win
  * descriptor of connection i (its path: os_tcp_stats). */
 int stripe_count(const struct transport *st);
 int stripe_fd(const struct transport *st, int i);
+/* The first connection, which carries the session's records the other
+ * way: a receiver's keepalives and answer are sealed for it and written
+ * to it directly (session.h, struct session_in).  st itself when it is not
+ * spread. */
+struct transport *stripe_first(struct transport *st);
 /* What failed it, naming the connection ("connection 3 of 4: ..."); ""
  * while nothing did. */
 const char *stripe_why(const struct transport *st);

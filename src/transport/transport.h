@@ -66,6 +66,7 @@ struct transport {
     struct child *child;    /* TRANSPORT_CHILD */
     struct sealed *sealed;  /* an encrypted connection's record state */
     struct stripe *stripe;  /* several connections as one (link/stripe.h) */
+    bool sealed_below;      /* and each of them carries sealed records */
     const struct transport_ops *plain_ops;   /* beneath the sealed records */
     struct evp_md_ctx_st *digest;   /* TRANSPORT_DIGEST: the running digest */
     char digest_algo[32];           /* its algorithm, as OpenSSL names it */
