@@ -121,7 +121,7 @@ struct weir_config {
     double reconnect;
     /* --streams: how many TCP connections carry each -O transfer to a weir
      * receiver that offers it (CODEC_FEATURE_STREAMS): 0 auto (one, for
-     * now), 1 one, up to 16 */
+     * now), 1 one, up to 16; a receiver given 1 does not offer it */
     int streams;
 
     bool force;                  /* an existing regular output file may be overwritten */

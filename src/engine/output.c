@@ -20,6 +20,8 @@
 #include "format/codec.h"
 #include "format/sparse.h"
 
+#include "link/stripe.h"
+
 #include "engine/writer_int.h"
 
 int write_error(struct output *o, struct weir_error *e, const char *what)
@@ -98,9 +100,9 @@ void plan_holes(struct output *o)
         o->holes = transport_skips_holes(&o->t) ? HOLES_SKIP : HOLES_ZEROS;
 }
 
-/* A connection's path, as the system sees it, for snapshots: sampled here,
- * on the writer's thread that owns the descriptor (a reconnect replaces it
- * outside the lock), at most every PATH_SAMPLE_SECS. */
+/* A connection's paths, as the system sees them, for snapshots: sampled
+ * here, on the writer's thread that owns the descriptors (a reconnect
+ * replaces them outside the lock), at most every PATH_SAMPLE_SECS. */
 #define PATH_SAMPLE_SECS 0.25
 void sample_path(struct output *o)
 {
@@ -110,11 +112,17 @@ void sample_path(struct output *o)
     if (now - o->path_at < PATH_SAMPLE_SECS)
         return;
     o->path_at = now;
-    struct os_tcp_stats st;
-    if (os_tcp_stats(o->t.fd, &st) != 0)
-        return;   /* the system says nothing of it (ENOSYS), or it is gone */
+    int n = stripe_count(&o->t);
+    struct os_tcp_stats st[CODEC_STREAMS_MAX];
+    bool known[CODEC_STREAMS_MAX];
+    for (int i = 0; i < n; i++)
+        known[i] = os_tcp_stats(stripe_fd(&o->t, i), &st[i]) == 0;
     sync_lock(&o->p->lock);
-    o->path = st;
-    o->path_known = true;
+    o->npaths = n;
+    for (int i = 0; i < n; i++) {
+        o->path_known[i] = known[i];
+        if (known[i])
+            o->path[i] = st[i];
+    }
     sync_unlock(&o->p->lock);
 }

@@ -690,14 +690,14 @@ static void snapshot_codec_locked(const struct pipeline *p, struct stats_snapsho
 /* A connection's paths, as its writer last sampled them. */
 static void snapshot_paths_locked(const struct output *o, struct stats_output *so)
 {
-    so->streams = o->spec->kind == WEIR_OUT_TCP ? 1 : 0;
-    for (unsigned i = 0; i < so->streams; i++) {
+    so->streams = o->spec->kind != WEIR_OUT_TCP ? 0 : o->npaths > 0 ? (unsigned)o->npaths : 1;
+    for (unsigned i = 0; i < so->streams && i < STATS_MAX_STREAMS; i++) {
         struct stats_path *sp = &so->paths[i];
-        sp->known = o->path_known;
-        sp->rtt_ms = o->path.rtt_ms;
-        sp->cwnd = o->path.cwnd;
-        sp->retrans = o->path.retrans;
-        sp->delivery_rate = o->path.delivery_rate;
+        sp->known = o->path_known[i];
+        sp->rtt_ms = o->path[i].rtt_ms;
+        sp->cwnd = o->path[i].cwnd;
+        sp->retrans = o->path[i].retrans;
+        sp->delivery_rate = o->path[i].delivery_rate;
     }
 }
 

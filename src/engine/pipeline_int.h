@@ -166,8 +166,10 @@ struct output {
                                   it back (its count never goes back in snapshots) */
     _Atomic uint64_t net;      /* bytes sent on its connection (transport wire_tx) */
     enum stats_output_state state;   /* lock; a dead output is failed whatever this says */
-    struct os_tcp_stats path;  /* lock: its connection's path, sampled by the writer */
-    bool path_known;           /* lock: path was sampled */
+    struct os_tcp_stats path[CODEC_STREAMS_MAX];   /* lock: its connections' paths, as
+                                                      the writer sampled them */
+    bool path_known[CODEC_STREAMS_MAX];            /* lock: that one was sampled */
+    int npaths;                /* lock: how many connections carry it (--streams) */
     double path_at;            /* the writer's: when it last sampled it */
 };
 

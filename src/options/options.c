@@ -121,7 +121,8 @@ static void usage_io(FILE *out)
 "  --reconnect S      resume a broken connection between two weirs within S seconds\n"
 "                     (300; 0 = a break fails the transfer)\n"
 "  --streams N|auto   one transfer over N connections to a weir receiver (at most\n"
-"                     16), for long paths; auto: one for now (default)\n"
+"                     16), for long paths; auto: one for now (default); a\n"
+"                     receiver (-I) given 1 takes one connection a transfer\n"
 "  --raw              plain bytes on the wire, for nc, socat and mbuffer peers\n"
 "  -W S               watchdog: fail when neither the input nor any output\n"
 "                     moves a byte for S seconds (and a listener nobody joins,\n"
@@ -625,8 +626,9 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
                    "give --sparse to the sender, or add --raw to find holes in plain bytes");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
-    if (o->streams > 1 && !any_tcp)
-        return bad(err, "--streams needs -O: it spreads a transfer over connections");
+    if (o->streams_given && !any_tcp && !o->listen)
+        return bad(err, "--streams needs -O (or -I: with 1, a receiver takes one connection "
+                   "a transfer)");
     if (o->streams > 1 && o->raw)
         return bad(err, "--streams and --raw contradict each other: only a weir receiver "
                    "puts chunks back in order");
@@ -823,6 +825,7 @@ static int parse_network_option(struct weir_options *o, int c, const char *arg, 
     case OPT_RECONNECT: return parse_secs("--reconnect", arg, &o->reconnect, err);
     case OPT_RAW: o->raw = true; return 0;
     case OPT_STREAMS:
+        o->streams_given = true;
         if (strcmp(arg, "auto") == 0) {
             o->streams = 0;
             return 0;

@@ -68,6 +68,7 @@ struct weir_options {
     double io_timeout;          /* --timeout, seconds without progress, 0 = off */
     double reconnect;           /* --reconnect, seconds a broken connection is waited for */
     int streams;                /* --streams: connections per -O transfer; 0 = auto */
+    bool streams_given;
 
     bool raw;                   /* --raw: plain bytes on the wire */
     bool compress;              /* -z, --compress, or --zstd */

@@ -1,0 +1,159 @@
+#!/bin/bash
+# streams.sh - one transfer over several connections (--streams N): round
+# trips at awkward sizes and connection counts, with -z, --zstd, a key,
+# holes and commands at both ends; a receiver that takes one connection; a
+# stranger and a sender with another key knocking during a spread
+# transfer; one connection of four cut in the middle.  Each round trip
+# ends in a comparison of what arrived.  Network on loopback, port 0.
+. "$(dirname "$0")/lib.sh"
+cd "$TMP" || exit 1
+python_with json python3
+
+KEY=$TMP/k.key
+OTHER=$TMP/other.key
+"$WEIR" --genkey "$KEY" --key-id alpha 2>/dev/null || fail "--genkey"
+"$WEIR" --genkey "$OTHER" --key-id beta 2>/dev/null || fail "--genkey"
+
+# spread N SIZE KIND [SENDER OPTIONS...] -- [RECEIVER OPTIONS...]
+spread() {
+    local n=$1 size=$2 kind=$3
+    shift 3
+    local tx=() rx=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do tx+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    rx=("$@")
+    gen in "$size" "$kind"
+    listen "$TMP/rx.out" "$TMP/rx.err" -f -o out "${rx[@]}"
+    expect 0 "--streams $n, $size bytes ($kind) ${tx[*]}" "$WEIR" --streams "$n" -i in \
+        -O "127.0.0.1:$LPORT" "${tx[@]}"
+    wait_bounded "$LPID" 30
+    [ "$STATUS" -eq 0 ] || { cat "$TMP/rx.err"; fail "the receiver exited $STATUS"; }
+    same in out "--streams $n, $size bytes: what arrived is what was sent"
+    if [ "$n" -gt 1 ]; then
+        has_msg "$TMP/err" "the transfer goes over $n connections" "the sender says $n"
+        has_msg "$TMP/rx.err" "the transfer comes over $n connections" "the receiver says $n"
+    fi
+}
+
+# awkward sizes and counts: less than a chunk, one byte past one, many
+spread 2 1 random
+spread 3 262145 random
+spread 4 3145727 mixed
+spread 16 $(sized 9437189 2097153) random -s 4093
+spread 7 $(sized 20971523 4194307) mixed -z
+spread 5 $(sized 12582917 3145739) text --zstd
+spread 4 $(sized 16777259 4194311) mixed --key-file "$KEY" -z -- --key-file "$KEY"
+spread 3 $(sized 8388617 2097169) random --key-file "$KEY" -T 1 -- --key-file "$KEY"
+spread 1 1048583 random
+
+# holes: a sparse file keeps them through the spread stream
+dd if=/dev/urandom of=holes bs=4096 count=3 2>/dev/null
+dd if=/dev/urandom of=holes bs=4096 count=2 seek=600 conv=notrunc 2>/dev/null
+truncate -s $((4096 * 1000 + 5)) holes
+listen "$TMP/rx.out" "$TMP/rx.err" -f -o sparse.out
+expect 0 "--streams 3 --sparse" "$WEIR" --streams 3 --sparse -i holes -O "127.0.0.1:$LPORT"
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 0 ] || fail "the receiver exited $STATUS"
+same holes sparse.out "a sparse file arrives whole over 3 connections"
+[ "$(du -k sparse.out | cut -f1)" -lt 400 ] || fail "the holes were written as data"
+ok "its holes stay holes"
+
+# commands at both ends
+gen in 5242887 mixed
+listen "$TMP/rx.out" "$TMP/rx.err" -- sh -c 'cat > cmd.out'
+expect 0 "--streams 4 from a producer" "$WEIR" --streams 4 -z -O "127.0.0.1:$LPORT" -- cat in
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 0 ] || fail "the receiver exited $STATUS"
+same in cmd.out "a producer's output reaches the consumer whole over 4 connections"
+
+# a receiver that takes one connection a transfer: the sender says so and
+# sends over one, and the progress says one
+gen in 2097169 random
+listen "$TMP/rx.out" "$TMP/rx.err" -f -o out --streams 1
+expect 0 "--streams 8 to a receiver that takes one" "$WEIR" --streams 8 -i in \
+    -O "127.0.0.1:$LPORT" --progress=json=tx.jsonl
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 0 ] || fail "the receiver exited $STATUS"
+same in out "the data arrives over one connection"
+has_msg "$TMP/err" "the receiver takes one connection a transfer" "the sender says why"
+"$PY" - tx.jsonl <<'EOF' || fail "the progress does not say one connection"
+import json, sys
+end = [json.loads(l) for l in open(sys.argv[1])][-1]
+assert end["outputs"][0]["streams"] == 1, end["outputs"][0]
+EOF
+ok "the progress says one connection"
+
+# the progress of a spread transfer: one entry for each connection
+listen "$TMP/rx.out" "$TMP/rx.err" -f -o out
+expect 0 "--streams 4 with --progress=json" "$WEIR" --streams 4 -i in -R 4M \
+    -O "127.0.0.1:$LPORT" --progress=json=tx.jsonl --interval 0.2
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 0 ] || fail "the receiver exited $STATUS"
+same in out "the data arrives over 4 connections"
+"$PY" - tx.jsonl "${WEIR_PLATFORM:-linux}" <<'EOF' || fail "the progress does not show 4 connections"
+import json, sys
+end = [json.loads(l) for l in open(sys.argv[1])][-1]
+o = end["outputs"][0]
+assert o["streams"] == 4 and len(o["connections"]) == 4, o
+if sys.argv[2] == "linux":
+    assert all(c["rtt_ms"] is not None and c["cwnd"] for c in o["connections"]), o
+EOF
+ok "the progress has 4 connections, each with its path"
+
+# a stranger and a sender with another key, during a spread transfer:
+# refused, and the transfer unharmed
+gen in $(sized 8388617 4194319) random
+listen "$TMP/rx.out" "$TMP/rx.err" -f -o out --key-file "$KEY"
+"$WEIR" --streams 4 --key-file "$KEY" -R 2M -i in -O "127.0.0.1:$LPORT" 2>tx.err &
+TPID=$!
+PIDS+=("$TPID")
+wait_for "$TMP/rx.err" "comes over 4 connections" 20
+gen small 1000 random
+expect 5 "a sender with another key knocks during the transfer" "$WEIR" --key-file "$OTHER" \
+    -i small -O "127.0.0.1:$LPORT" --connect-timeout 0
+expect 5 "a sender without a key knocks during the transfer" "$WEIR" -i small \
+    -O "127.0.0.1:$LPORT" --connect-timeout 0
+expect 2 "an impostor knocks during the transfer" "$IMPOSTOR" dial 127.0.0.1 "$LPORT"
+wait_bounded "$TPID" 60
+[ "$STATUS" -eq 0 ] || { cat tx.err; fail "the spread sender exited $STATUS"; }
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 0 ] || { cat "$TMP/rx.err"; fail "the receiver exited $STATUS"; }
+same in out "the spread transfer is unharmed by the knocks"
+
+# one connection of four cut in the middle: a spread transfer is not
+# resumed (yet), so both ends fail, each saying so, and nothing is
+# claimed whole
+if on_linux "ss -K"; then
+    gen in $(sized 16777259 8388617) random
+    listen "$TMP/rx.out" "$TMP/rx.err" -f -o out
+    "$WEIR" --streams 4 -R 2M -i in -O "127.0.0.1:$LPORT" 2>tx.err &
+    TPID=$!
+    PIDS+=("$TPID")
+    wait_for "$TMP/rx.err" "comes over 4 connections" 20
+    # the newest of the sender's four connections
+    sport=$(ss -Htn state established "( dport = :$LPORT )" | awk '{print $4}' |
+            grep -o '[0-9]*$' | sort -n | tail -n1)
+    [ -n "$sport" ] || fail "no connection to cut"
+    ss -K -tn "( sport = :$sport )" >/dev/null 2>&1 || fail "ss -K"
+    wait_bounded "$TPID" 60
+    [ "$STATUS" -ne 0 ] || fail "the sender exited 0 after a connection was cut"
+    ok "the sender fails ($STATUS) when one of its connections is cut"
+    wait_bounded "$LPID" 60
+    [ "$STATUS" -ne 0 ] || fail "the receiver exited 0 after a connection was cut"
+    ok "the receiver fails ($STATUS)"
+    grep -q "connection . of 4" tx.err "$TMP/rx.err" ||
+        { cat tx.err "$TMP/rx.err"; fail "no message names the connection"; }
+    ok "a message names the connection that broke"
+    grep -q "summary: INCOMPLETE" "$TMP/rx.err" || fail "the receiver's summary claims it whole"
+    ok "the receiver's summary says INCOMPLETE"
+fi
+
+# what --streams refuses
+expect 2 "--streams 17" "$WEIR" --streams 17 -i in -O 127.0.0.1:1
+has_msg "$TMP/err" "not a whole number from 1 to 16" "the range is named"
+expect 2 "--streams with --raw" "$WEIR" --streams 4 --raw -i in -O 127.0.0.1:1
+has_msg "$TMP/err" "contradict" "--raw cannot spread"
+expect 2 "--streams without a connection" "$WEIR" --streams 4 -i in -o /dev/null
+has_msg "$TMP/err" "--streams needs -O" "the missing -O is named"
+
+done_testing
