@@ -5,6 +5,7 @@
 #   bench/longpath.sh                         round trips of 50 and 100 ms, 1 Gbit/s
 #   RTTS="100" LOSS=0.5 bench/longpath.sh     with 0.5% of packets dropped
 #   SIZE=512M RUNS=3 RATE=500mbit bench/longpath.sh
+#   STREAMS=16 bench/longpath.sh              the spread column with 16 connections
 #
 # The path: two network namespaces joined by a userspace delay line
 # (bench/delayline.c: TUN devices, each packet held for half the round
@@ -18,7 +19,9 @@
 # exits once its receiver confirmed every byte; mbuffer once its data is
 # in the socket, which favours it slightly), iperf3's its receiver's rate
 # for TSECS seconds.  The sides alternate run by run; the table gives each
-# one's median in MiB/s and weir's ratio to mbuffer and to iperf3 -P 8.
+# one's median in MiB/s: weir with its default options, weir --streams 1,
+# weir --streams STREAMS (default 8), mbuffer, iperf3 with one connection
+# and with 8; then the spread weir's ratio to mbuffer and to iperf3 -P 8.
 set -u
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "longpath.sh: needs root (network namespaces, tc)" >&2; exit 1; }
@@ -28,6 +31,7 @@ LOSS=${LOSS:-0}
 SIZE=${SIZE:-1G}
 RUNS=${RUNS:-3}
 TSECS=${TSECS:-10}
+STREAMS=${STREAMS:-8}
 bash scripts/deps.sh || exit 1
 if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
@@ -117,22 +121,26 @@ run_iperf() {   # run_iperf STREAMS
     wait "$r"
 }
 
-echo "| round trip, loss | weir | mbuffer | iperf3, 1 connection | iperf3 -P 8 | weir / mbuffer | weir / iperf3 -P 8 |"
-echo "|---|---|---|---|---|---|---|"
+echo "| round trip, loss | weir | weir --streams 1 | weir --streams $STREAMS | mbuffer | iperf3, 1 connection | iperf3 -P 8 | spread / mbuffer | spread / iperf3 -P 8 |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for rtt in $RTTS; do
     path "$rtt"
-    : >"$T/w"; : >"$T/m"; : >"$T/i1"; : >"$T/i8"
+    for f in w w1 wn m i1 i8; do : >"$T/$f"; done
     for _ in $(seq "$RUNS"); do
         run_weir >>"$T/w"
+        run_weir --streams 1 >>"$T/w1"
+        run_weir --streams "$STREAMS" >>"$T/wn"
         run_mbuffer >>"$T/m"
         run_iperf 1 >>"$T/i1"
         run_iperf 8 >>"$T/i8"
     done
-    for f in w m i1 i8; do echo "# $rtt ms $f: $(tr '\n' ' ' <"$T/$f")" >&2; done
-    w=$(median <"$T/w"); m=$(median <"$T/m"); i1=$(median <"$T/i1"); i8=$(median <"$T/i8")
-    awk -v rtt="$rtt" -v loss="$LOSS" -v w="$w" -v m="$m" -v i1="$i1" -v i8="$i8" 'BEGIN {
-        printf "| %s ms, %s%% | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n",
-               rtt, loss, w, m, i1, i8, w / m, w / i8 }' </dev/null
+    for f in w w1 wn m i1 i8; do echo "# $rtt ms $f: $(tr '\n' ' ' <"$T/$f")" >&2; done
+    w=$(median <"$T/w"); w1=$(median <"$T/w1"); wn=$(median <"$T/wn")
+    m=$(median <"$T/m"); i1=$(median <"$T/i1"); i8=$(median <"$T/i8")
+    awk -v rtt="$rtt" -v loss="$LOSS" -v w="$w" -v w1="$w1" -v wn="$wn" -v m="$m" -v i1="$i1" \
+        -v i8="$i8" 'BEGIN {
+        printf "| %s ms, %s%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n",
+               rtt, loss, w, w1, wn, m, i1, i8, wn / m, wn / i8 }' </dev/null
 done
 kill "$DL" && wait "$DL" 2>/dev/null
 DL=

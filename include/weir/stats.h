@@ -112,6 +112,8 @@ struct stats_snapshot {
     bool reconnecting;
     bool failed;           /* the first error is in (the transfer cannot succeed) */
     const char *failure;   /* its message when failed, else NULL */
+    unsigned streams;      /* the most TCP connections one transfer here uses (the
+                              input's, or an output's: --streams), 0 or 1: one */
     int noutputs;
     struct stats_output outputs[STATS_MAX_OUTPUTS];
 };

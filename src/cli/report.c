@@ -125,6 +125,8 @@ void stats_status_line(const struct stats_snapshot *prev, const struct stats_sna
         codec_name(now, false, codec, sizeof codec);
         n += snprintf(buf + n, len - (size_t)n, "  %s ratio %.2f", codec, ratio(now));
     }
+    if (now->streams > 1 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "  %u connections", now->streams);
     if ((now->reconnecting || now->reconnections) && (size_t)n < len) {
         n += snprintf(buf + n, len - (size_t)n, "  %s%u reconnection%s",
                       now->reconnecting ? "RECONNECTING, " : "", now->reconnections,
@@ -232,6 +234,10 @@ void stats_summary(const struct stats_snapshot *s, bool complete, char *buf, siz
     stats_shares(s, &empty, &full);
     int n = snprintf(buf, len, "summary: %s%s%s in %s, %s", complete ? "" : "INCOMPLETE: ",
                      total, s->hole_bytes ? "," : "", el, rate);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (s->streams > 1)
+        n += snprintf(buf + n, len - (size_t)n, " over %u connections", s->streams);
     if (n < 0 || (size_t)n >= len)
         return;
     if (s->reconnections || s->reconnecting) {

@@ -56,6 +56,7 @@ void register_receiver(struct pipeline *p)
                                  .dial_ctx = p->cfg->input_redial_ctx,
                                  .route = p->cfg->route, .reconnect = p->cfg->reconnect,
                                  .stripe_window = stripe_window(p->cfg->mem),
+                                 .streams = &p->in_streams,
                                  .log = p->log};
     listener_settings(p, &own.cfg);
     receiver_register(&p->rx, &own);

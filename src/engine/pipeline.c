@@ -740,6 +740,7 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
     s->gap_secs = p->gap_secs + (p->gap_since > 0 ? now - p->gap_since : 0);
     s->reconnecting = p->gap_since > 0;
     s->noutputs = p->nout;
+    s->streams = p->in_streams > 1 ? p->in_streams : 0;
     for (int i = 0; i < p->nout; i++) {
         const struct output *o = &p->out[i];
         struct stats_output *so = &s->outputs[i];
@@ -751,6 +752,8 @@ void weir_snapshot(struct weir_engine *e, struct stats_snapshot *s)
         so->state = output_state_locked(o);
         so->reconnections = o->reconnections;
         snapshot_paths_locked(o, so);
+        if (so->streams > s->streams)
+            s->streams = so->streams;
         s->net_bytes += so->net_bytes;
         s->reconnections += o->reconnections;
         s->gap_secs += o->gap_secs + (o->gap_since > 0 ? now - o->gap_since : 0);

@@ -263,6 +263,7 @@ struct pipeline {
     struct receiver rx;
     _Atomic uint64_t held;     /* bytes of the stream handed to the decoder (the reader's) */
     struct stream_decoder *decoder;   /* the reader's: whether the stream has ended */
+    unsigned in_streams;       /* lock: the connections the input came over (--streams) */
     /* reconnections, lock: this end's (an input's, or its outputs' summed in
      * snapshots) */
     unsigned reconnections;

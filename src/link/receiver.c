@@ -167,6 +167,8 @@ static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
     if (rc != 0)
         transport_none(r->own.in);   /* closed with the others */
     session_in_init(&r->back, stripe_first(r->own.in));
+    if (rc == 0)
+        *r->own.streams = count;
     bool resumable = r->resumable;
     sync_unlock(r->own.lock);
     if (rc != 0)

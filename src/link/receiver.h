@@ -63,6 +63,7 @@ struct receiver_owner {
     uint32_t route;             /* a service's route to this session, for a placed sender */
     double reconnect;           /* --reconnect: bounds the wait for the answer's way home */
     unsigned stripe_window;     /* a spread transfer: chunks held out of order, at most */
+    unsigned *streams;          /* lock: how many connections the transfer came over */
     struct weir_log *log;
 };
 

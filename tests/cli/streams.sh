@@ -32,6 +32,11 @@ spread() {
     if [ "$n" -gt 1 ]; then
         has_msg "$TMP/err" "the transfer goes over $n connections" "the sender says $n"
         has_msg "$TMP/rx.err" "the transfer comes over $n connections" "the receiver says $n"
+        grep -q "^summary: .* over $n connections" "$TMP/err" "$TMP/rx.err" ||
+            fail "a summary does not say $n connections"
+        [ "$(grep -c "^summary: .* over $n connections" "$TMP/err" "$TMP/rx.err" |
+             awk -F: '{s += $2} END {print s}')" -eq 2 ] || fail "not both summaries say $n"
+        ok "both summaries say the transfer went over $n connections"
     fi
 }
 
