@@ -196,7 +196,7 @@ static int hear_receiver(struct output *o, double limit, uint32_t block_max, boo
 }
 
 /* --streams: spread the transfer when asked to and the receiver can put
- * chunks back in order; a spread session is not resumed after a break. */
+ * chunks back in order. */
 static void plan_streams(struct output *o)
 {
     const struct weir_config *c = o->p->cfg;
@@ -209,43 +209,77 @@ static void plan_streams(struct output *o)
         return;
     }
     o->session.spread = true;
-    if (o->session.resume)
-        log_msg(o->p->log, LOG_INFO, "%s: a transfer over %d connections is not resumed "
-                "after a break (--streams 1 resumes)", o->name, n);
-    o->session.resume = false;
+}
+
+/* One connection after the first of a spread session, joined to it on a
+ * thread of its own, so that all of them take one round of handshakes. */
+struct joining {
+    struct output *o;
+    const struct sockaddr_storage *peer;
+    socklen_t len;
+    double limit;
+    int index, count;
+    struct transport *t;
+    struct weir_error e;
+    int rc;
+};
+
+static void *join_one(void *arg)
+{
+    struct joining *j = arg;
+    struct output *o = j->o;
+    int fd;
+    if (tcp_connect_addr((const struct sockaddr *)j->peer, j->len, j->limit,
+                         o->p->cfg->tcp.io_timeout, &o->halt, &fd) != 0) {
+        j->rc = atomic_load(&o->halt) ? STEP_STOP : STEP_FAIL;
+        error_sys(&j->e, WEIR_EXIT_NETWORK, errno, "%s: connection %d of %d: connect", o->name,
+                  j->index + 1, j->count);
+        return NULL;
+    }
+    char name[sizeof j->t->name];
+    snprintf(name, sizeof name, "%.250s (connection %d of %d)", o->name, j->index + 1, j->count);
+    transport_tcp(j->t, fd, name);
+    j->t->wire_tx = &o->net;
+    struct session_out js;
+    session_out_init(&js, j->t, true, false, false, o->session.block_max);
+    js.spread = true;
+    struct sender_terms k = terms(o);
+    j->rc = sender_join(&js, &o->bc, &k, (unsigned)j->index, (unsigned)j->count, j->limit,
+                        &j->e);
+    return NULL;
 }
 
 /* The connections after the first of a spread session, each joined to it
  * (link/sender.h); they then carry the stream with the first (link/stripe.h).
- * The connection at the peer's address, for each: the same receiver. */
+ * The connections go to the peer's address, for each: the same receiver. */
 static int join_more(struct output *o, double limit, struct transport *conns, int n,
                      struct weir_error *e)
 {
-    struct pipeline *p = o->p;
     struct sockaddr_storage peer;
     socklen_t len = sizeof peer;
     if (getpeername(o->t.fd, (struct sockaddr *)&peer, &len) != 0)
         return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: getpeername", o->t.name), STEP_FAIL;
-    struct sender_terms k = terms(o);
+    struct joining j[CODEC_STREAMS_MAX];
+    pthread_t th[CODEC_STREAMS_MAX];
+    bool started[CODEC_STREAMS_MAX] = {false};
+    int rc = STEP_OK;
     for (int i = 1; i < n; i++) {
-        int fd;
-        if (tcp_connect_addr((struct sockaddr *)&peer, len, limit, p->cfg->tcp.io_timeout,
-                             &o->halt, &fd) != 0)
-            return atomic_load(&o->halt) ? STEP_STOP
-                   : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: connection %d of %d: "
-                                "connect", o->name, i + 1, n), STEP_FAIL);
-        char name[sizeof conns[i].name];
-        snprintf(name, sizeof name, "%.250s (connection %d of %d)", o->name, i + 1, n);
-        transport_tcp(&conns[i], fd, name);
-        conns[i].wire_tx = &o->net;
-        struct session_out js;
-        session_out_init(&js, &conns[i], true, false, false, o->session.block_max);
-        js.spread = true;
-        int rc = sender_join(&js, &o->bc, &k, (unsigned)i, (unsigned)n, limit, e);
-        if (rc != STEP_OK)
-            return rc;
+        j[i] = (struct joining){.o = o, .peer = &peer, .len = len, .limit = limit, .index = i,
+                                .count = n, .t = &conns[i], .rc = STEP_FAIL};
+        started[i] = sync_create(&th[i], join_one, &j[i], e) == 0;
+        if (!started[i])
+            rc = STEP_FAIL;
     }
-    return STEP_OK;
+    for (int i = 1; i < n; i++) {
+        if (!started[i])
+            continue;
+        sync_join(th[i]);
+        if (rc == STEP_OK && j[i].rc != STEP_OK) {
+            rc = j[i].rc;
+            *e = j[i].e;
+        }
+    }
+    return rc;
 }
 
 /* Spread the session over --streams connections: the first is o->t, the
@@ -483,6 +517,10 @@ int reconnect(struct output *o, struct weir_error *e)
         return rc;
     log_msg(p->log, LOG_WARN, "%s: reconnected after %.1f s; resuming at byte %llu of the "
             "stream", o->name, clock_now() - b.since, (unsigned long long)at);
+    /* a spread session's other connections join the new one before a
+     * byte of the stream goes again */
+    if (o->session.spread && (rc = spread(o, LISTENER_HANDSHAKE_SECS, e)) != STEP_OK)
+        return rc;
     if (backchannel_start(&o->bc, e))
         return STEP_FAIL;
     return resume_at(o, at, e);

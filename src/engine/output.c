@@ -28,14 +28,19 @@ int write_error(struct output *o, struct weir_error *e, const char *what)
 {
     if (errno == ECANCELED)
         return STEP_STOP;
+    /* spread, which connection failed, and how (stripe.h) */
+    const char *which = stripe_why(&o->t);
     if (o->t.is_socket && backchannel_breaks(errno)) {
         int err = errno;
         sync_lock(&o->p->lock);
-        backchannel_broke_locked(&o->bc, err == ETIMEDOUT ? "no progress" : strerror(err));
+        backchannel_broke_locked(&o->bc, *which ? which
+                                         : err == ETIMEDOUT ? "no progress" : strerror(err));
         sync_unlock(&o->p->lock);
         errno = err;
     }
-    if (errno == ETIMEDOUT)
+    if (*which)
+        error_set(e, o->t.status, "%s: %s", o->t.name, which);
+    else if (errno == ETIMEDOUT)
         error_set(e, o->t.status, "%s: no progress for %g s", o->t.name,
                   o->p->cfg->tcp.io_timeout);
     else if (errno == EPIPE && !o->t.is_socket)

@@ -9,6 +9,7 @@
 
 #include "base/sync.h"
 #include "link/receiver.h"
+#include "link/stripe.h"
 
 /* How long a sender has to come back for its answer (or to say it read it). */
 static double answer_window(const struct receiver *r)
@@ -44,6 +45,9 @@ static const struct answer_wait *answer_wait(struct receiver *r,
 bool receiver_answer(struct receiver *r, const struct receiver_verdict *v, atomic_bool *halt)
 {
     struct answer_wait w;
+    /* spread, the first connection is the answer's alone from here on: what
+     * the sender says after it ('D') is read there, by the drain */
+    stripe_hush(r->own.in);
     return session_answer(&r->back, v->code, v->bytes, v->chain, v->msg,
                           answer_wait(r, v, &w), halt) == 0;
 }

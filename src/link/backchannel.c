@@ -11,6 +11,7 @@
 #include "base/io.h"
 #include "base/sync.h"
 #include "link/backchannel.h"
+#include "link/stripe.h"
 
 bool backchannel_breaks(int err)
 {
@@ -226,10 +227,10 @@ static void say_read(struct backchannel *b, const struct session_out *s, int tim
         return;
     unsigned char d[CODEC_SESSION_SIZE];
     size_t n = codec_done(d, b->bytes, b->chain);
-    if (b->t->sealed)
-        transport_sealed_last(b->t);
     struct weir_error ignored;
-    if (transport_write_all(b->t, d, n, timeout_ms, b->halt) == 0)
+    /* spread, the 'D' goes where the receiver reads it: on the first
+     * connection, after every chunk (stripe.h) */
+    if (stripe_last_record(b->t, d, n, timeout_ms, b->halt) == 0)
         (void)b->t->ops->half_close(b->t, &ignored);
 }
 

@@ -960,7 +960,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
                      (a->l->fd >= 0 || a->cfg->redials);
     /* and so does one whose sender spreads it, for its other connections */
     peer->spread = a->cfg->streams && !a->cfg->serve && !c->plain && !a->cfg->raw &&
-                   !c->join && !c->rejoin && (c->features & CODEC_FEATURE_STREAMS) &&
+                   !c->join && (c->features & CODEC_FEATURE_STREAMS) &&
                    a->l->fd >= 0;
     peer->listening = peer->resuming || peer->spread || c->join;
     if (!peer->listening)

@@ -268,6 +268,11 @@ int receiver_readmit(struct receiver *r, double since, double window, atomic_boo
                                      &r->nahead, &peer, e);
     if (rc == 0)
         take_connection(r, &t, true);
+    if (rc == 0 && peer.spread && (rc = gather(r, stop, e)) != STEP_OK) {
+        if (rc == STEP_STOP)
+            errno = ECANCELED;
+        return -1;
+    }
     return rc;
 }
 
@@ -391,7 +396,8 @@ static bool broken_session(struct receiver *r, bool ended, ssize_t got, int err)
         return false;
     if (got == 0)
         return true;
-    return network_break(err) || (err == EPIPE && r->own.in->sealed);
+    return network_break(err) ||
+           (err == EPIPE && (r->own.in->sealed || r->own.in->sealed_below));
 }
 
 /* Read the input.  While a session may resume, a connection that says
@@ -436,6 +442,8 @@ static void break_cause(const struct receiver *r, ssize_t got, bool silent,
         snprintf(cause, len, "the sender's end closed it");
     else if (errno == ETIMEDOUT)
         snprintf(cause, len, "no progress for %g s", r->own.cfg.io_timeout);
+    else if (*stripe_why(r->own.in))
+        snprintf(cause, len, "%s", stripe_why(r->own.in));
     else if (errno == EPIPE)
         snprintf(cause, len, "the encrypted stream was cut short");
     else

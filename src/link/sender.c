@@ -107,7 +107,7 @@ static int greet_again(struct session_out *s, struct backchannel *b,
     int ms = (int)(limit * 1000) + 1;
     if (!k->keyed) {
         unsigned char g[CODEC_GREETING_SIZE];
-        codec_greeting(g, CODEC_ROLE_SENDER, CODEC_FEATURES | CODEC_FEATURE_RESUME);
+        codec_greeting(g, CODEC_ROLE_SENDER, session_features(s) | CODEC_FEATURE_RESUME);
         if (transport_write_all(s->t, g, sizeof g, ms, b->halt))
             return errno == ECANCELED ? STEP_STOP
                    : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", s->t->name), STEP_FAIL);

@@ -50,6 +50,7 @@ struct conn {
     bool ended;                /* lock: gathering, its peer ended it cleanly */
     uint64_t last;             /* its thread's: the last chunk number it carried */
     bool any;                  /* its thread's: it carried one */
+    bool over;                 /* the owner's: its direction ended with its last record */
     bool waiting;              /* lock: it waits for the window with a chunk's header */
     uint64_t pending;          /* lock: that chunk's number */
 };
@@ -280,6 +281,12 @@ struct transport *stripe_first(struct transport *st)
     return st->stripe ? &stripe_of(st)->c[0].t : st;
 }
 
+void stripe_hush(struct transport *st)
+{
+    if (st->stripe && !stripe_of(st)->out)
+        stop_threads(stripe_of(st));
+}
+
 const char *stripe_why(const struct transport *st)
 {
     if (!st->stripe)
@@ -425,7 +432,7 @@ static int out_half_close(struct transport *t, struct weir_error *err)
     }
     for (int i = 0; i < s->n; i++) {
         struct transport *c = &s->c[i].t;
-        if (c->sealed) {
+        if (c->sealed && !s->c[i].over) {
             /* a sealed direction ends with its END record */
             transport_sealed_last(c);
             struct iovec none = {NULL, 0};
@@ -437,6 +444,37 @@ static int out_half_close(struct transport *t, struct weir_error *err)
             return -1;
     }
     return 0;
+}
+
+int stripe_last_record(struct transport *st, const void *rec, size_t n, int timeout_ms,
+                       atomic_bool *stop)
+{
+    struct transport *t = stripe_first(st);
+    struct stripe *s = st->stripe;
+    if (s) {
+        /* every chunk out first: the threads are done with the connection
+         * (and the lock orders their writes before this one) */
+        sync_lock(&s->lock);
+        for (;;) {
+            bool busy = false;
+            for (int i = 0; i < s->nq; i++)
+                busy |= s->q[i].state != CHUNK_FREE;
+            int err = failed_locked(s);
+            if (err || !busy) {
+                sync_unlock(&s->lock);
+                if (err) {
+                    errno = err;
+                    return -1;
+                }
+                break;
+            }
+            wait_tick(s, -1);
+        }
+        s->c[0].over = true;
+    }
+    if (t->sealed)
+        transport_sealed_last(t);
+    return transport_write_all(t, rec, n, timeout_ms, stop);
 }
 
 static ssize_t first_read(struct transport *t, void *buf, size_t n, int timeout_ms,

@@ -62,6 +62,18 @@ int stripe_fd(const struct transport *st, int i);
  * to it directly (session.h, struct session_in).  st itself when it is not
  * spread. */
 struct transport *stripe_first(struct transport *st);
+/* The spreading end's last record, which goes on the first connection
+ * alone, after every chunk (a sender's 'D', which its receiver reads
+ * there): once the chunks are all sent, rec is written to the first
+ * connection as its last record (with its END when sealed).  Not spread:
+ * rec is written to st, as its last record.  0, or -1 with errno. */
+int stripe_last_record(struct transport *st, const void *rec, size_t n, int timeout_ms,
+                       atomic_bool *stop);
+/* A gathering end that reads no more (the stream ended, the answer goes
+ * out): its threads stop reading, so that the first connection's next
+ * bytes are the owner's to read there (stripe_first).  Anything else:
+ * nothing. */
+void stripe_hush(struct transport *st);
 /* What failed it, naming the connection ("connection 3 of 4: ..."); ""
  * while nothing did. */
 const char *stripe_why(const struct transport *st);
