@@ -120,8 +120,9 @@ struct weir_config {
      * its outputs open and listens for it; 0: a break fails the transfer */
     double reconnect;
     /* --streams: how many TCP connections carry each -O transfer to a weir
-     * receiver that offers it (CODEC_FEATURE_STREAMS): 0 auto (one, for
-     * now), 1 one, up to 16; a receiver given 1 does not offer it */
+     * receiver that offers it (CODEC_FEATURE_STREAMS): 0 auto (one for
+     * every 12.5 ms of the first connection's round trip, at most 8), 1
+     * one, up to 16; a receiver given 1 does not offer it */
     int streams;
 
     bool force;                  /* an existing regular output file may be overwritten */

@@ -14,7 +14,13 @@
  * -z or --zstd, or when a weir stream or LZ4 data is being decoded, -T worker
  * threads transform blocks (plain zstd data is decoded in order by the
  * reader).  A producer or consumer also has a thread that passes its stderr
- * through (child.c).  The main thread starts them all, turns signals into
+ * through (child.c).  A transfer spread over several connections
+ * (--streams, link/stripe.c) has a thread for each connection at both
+ * ends, below the writer's or the reader's transport: they only move
+ * chunks between their connection and the stripe's own chunk memory,
+ * under the stripe's own lock, which is never held with p->lock, so the
+ * engine's loops and their one lock are as with one connection.  The main
+ * thread starts them all, turns signals into
  * actions, tells a weir sender that this end is alive, reports status to
  * the observer, moves --adapt's level (adapt.c), joins everything, answers a
  * weir sender, and returns the exit status.  There is one mutex, p->lock,

@@ -170,6 +170,7 @@ struct output {
                                                       the writer sampled them */
     bool path_known[CODEC_STREAMS_MAX];            /* lock: that one was sampled */
     int npaths;                /* lock: how many connections carry it (--streams) */
+    int nstreams;              /* the writer's: how many it spreads the transfer over */
     double path_at;            /* the writer's: when it last sampled it */
 };
 

@@ -354,6 +354,19 @@ static int parse_greeting_record(const unsigned char *p, size_t len, struct code
     return 0;
 }
 
+/* 'J': which connection of how many (1 <= index < count <= 16), the token. */
+static int parse_join_record(const unsigned char *p, size_t len, struct codec_record *r,
+                             char *why, size_t whylen)
+{
+    if (len != CODEC_SESSION_SIZE || p[9] == 0 || p[10] < 2 || p[10] > CODEC_STREAMS_MAX ||
+        p[9] >= p[10] || !zeros(p + 11, 5))
+        return bad_record(why, whylen, "malformed weir join record");
+    r->join_index = p[9];
+    r->join_count = p[10];
+    memcpy(r->token, p + 16, CODEC_TOKEN_SIZE);
+    return 0;
+}
+
 /* 'P': a name of the allowed characters, its length in byte 9 and zeros
  * after it, so that one name has one encoding. */
 static int parse_place_record(const unsigned char *p, size_t len, struct codec_record *r,
@@ -377,7 +390,7 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
     if (len < 24 || codec_record_length(p) != len)
         return bad_record(why, whylen, "malformed weir record (bad length)");
     r->type = p[8];
-    if (strchr("GKSAZLNCRP", r->type) && r->type &&
+    if (strchr("GKSAZLNCRPJD", r->type) && r->type &&
         codec_get64(p + len - CODEC_SUM_SIZE) != XXH3_64bits(p, len - CODEC_SUM_SIZE))
         return bad_record(why, whylen, "corrupt weir record (checksum mismatch)");
     switch (r->type) {
@@ -405,13 +418,7 @@ int codec_parse_record(const unsigned char *p, size_t len, struct codec_record *
     case 'L':
         return parse_link_record(p, len, r, why, whylen);
     case 'J':
-        if (len != CODEC_SESSION_SIZE || p[9] == 0 || p[10] < 2 || p[10] > CODEC_STREAMS_MAX ||
-            p[9] >= p[10] || !zeros(p + 11, 5))
-            return bad_record(why, whylen, "malformed weir join record");
-        r->join_index = p[9];
-        r->join_count = p[10];
-        memcpy(r->token, p + 16, CODEC_TOKEN_SIZE);
-        return 0;
+        return parse_join_record(p, len, r, why, whylen);
     case 'N':
     case 'R':
     case 'C':

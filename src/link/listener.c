@@ -949,7 +949,9 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     forget_handshake(c);
     c->fd = -1;
     a->count--;
-    for (int i = 0; i < LISTENER_PENDING && !peer->joined; i++)
+    /* while a spread transfer gathers its connections, the others waiting
+     * may be its own, and the listener stays */
+    for (int i = 0; i < LISTENER_PENDING && !a->cfg->join_token; i++)
         if (a->conn[i].fd >= 0)
             drop(a, &a->conn[i], "dropped connection from %s: %s",
                  "another sender was admitted first");
@@ -962,7 +964,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     peer->spread = a->cfg->streams && !a->cfg->serve && !c->plain && !a->cfg->raw &&
                    !c->join && (c->features & CODEC_FEATURE_STREAMS) &&
                    a->l->fd >= 0;
-    peer->listening = peer->resuming || peer->spread || c->join;
+    peer->listening = peer->resuming || peer->spread || c->join || a->cfg->join_token;
     if (!peer->listening)
         tcp_listener_close(a->l);
     return 0;
@@ -1190,6 +1192,9 @@ static bool place_join(const struct listener_config *cfg, struct weir_log *log,
     OPENSSL_cleanse(rec, sizeof rec);
     if (bad) {
         log_msg(log, LOG_WARN, "refused connection %s: %s", t->name, bad);
+        unsigned char st[CODEC_RECORD_MAX];
+        size_t sn = codec_status(st, WEIR_EXIT_NETWORK, 0, 0, bad);
+        (void)transport_write_all(t, st, sn, 1000, NULL);   /* told, when it reads */
         struct weir_error ignored;
         t->ops->abort(t);
         transport_close(t, false, NULL, &ignored);

@@ -142,6 +142,7 @@ static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
     cfg.tests = NULL;
     cfg.join_token = r->token;
     cfg.join_identity = cfg.tls ? r->identity : NULL;
+    cfg.plain_too = false;   /* a joiner greets: plain bytes are a stranger's */
     struct transport conns[CODEC_STREAMS_MAX];
     for (int i = 0; i < CODEC_STREAMS_MAX; i++)
         transport_none(&conns[i]);
@@ -396,8 +397,10 @@ static bool broken_session(struct receiver *r, bool ended, ssize_t got, int err)
         return false;
     if (got == 0)
         return true;
+    /* a cut inside a sealed record, or inside a spread stream's chunk, is
+     * one too */
     return network_break(err) ||
-           (err == EPIPE && (r->own.in->sealed || r->own.in->sealed_below));
+           (err == EPIPE && (r->own.in->sealed || r->own.in->stripe));
 }
 
 /* Read the input.  While a session may resume, a connection that says

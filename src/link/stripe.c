@@ -619,6 +619,10 @@ static int admit_chunk(struct stripe *s, struct conn *c, uint64_t seq)
     }
     s->waiting--;
     c->waiting = false;
+    /* the stream may have moved past it while this thread waited: another
+     * connection carried it */
+    if (!bad && !s->err && seq < s->expected)
+        bad = "a chunk the stream already has";
     if (!bad && seq < s->expected + s->window && s->claimed[seq % s->window])
         bad = "a chunk another connection carried";
     if (bad)
@@ -707,6 +711,23 @@ static size_t hand_out_locked(struct stripe *s, unsigned char *buf, size_t n)
     return take;
 }
 
+/* Every connection ended: the stream ends here, unless chunks beyond the
+ * one it needs came (or are being read), which can then never be handed
+ * out: a stream with a hole, refused. */
+static int ended_locked(struct stripe *s)
+{
+    for (unsigned i = 0; i < s->window; i++)
+        if (s->have[i] || s->claimed[i]) {
+            if (s->err == 0) {
+                s->err = EPROTO;
+                snprintf(s->why, sizeof s->why, "chunk %llu of the stream never came, and "
+                         "chunks after it did", (unsigned long long)s->expected);
+            }
+            return EPROTO;
+        }
+    return 0;
+}
+
 static ssize_t in_read(struct transport *t, void *buf, size_t n, int timeout_ms,
                        atomic_bool *stop)
 {
@@ -719,6 +740,8 @@ static ssize_t in_read(struct transport *t, void *buf, size_t n, int timeout_ms,
     for (;;) {
         size_t got = hand_out_locked(s, buf, n);
         int err = got ? 0 : failed_locked(s);
+        if (!got && !err && s->live == 0)
+            err = ended_locked(s);
         bool over = !got && !err && s->live == 0;
         if (got || err || over) {
             sync_unlock(&s->lock);

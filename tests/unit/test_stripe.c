@@ -258,7 +258,8 @@ int main(void)
     refused("a chunk carried twice", feed_twice, 0, EPROTO, "another connection carried");
     refused("a connection that ends inside a chunk", feed_cut, 10, EPIPE,
             "connection 2 of 2: the connection ended inside a chunk");
-    refused("every connection ended with a chunk missing", feed_gap, 10, 0, NULL);
+    refused("every connection ended with a chunk missing", feed_gap, 10, EPROTO,
+            "chunk 1 of the stream never came, and chunks after it did");
     refused("a chunk the stream had already", feed_late, 30, EPROTO, NULL);
     refused("a chunk beyond the window with the one needed nowhere", feed_beyond, 0, EPROTO,
             "connection 2 of 2: the chunk the stream needs is on no connection");
