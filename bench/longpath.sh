@@ -21,7 +21,8 @@
 # for TSECS seconds.  The sides alternate run by run; the table gives each
 # one's median in MiB/s: weir with its default options, weir --streams 1,
 # weir --streams STREAMS (default 8), mbuffer, iperf3 with one connection
-# and with 8; then the spread weir's ratio to mbuffer and to iperf3 -P 8.
+# and with 8; then weir's ratios (by default, and with --streams STREAMS)
+# to mbuffer and to iperf3 -P 8.
 set -u
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "longpath.sh: needs root (network namespaces, tc)" >&2; exit 1; }
@@ -121,8 +122,8 @@ run_iperf() {   # run_iperf STREAMS
     wait "$r"
 }
 
-echo "| round trip, loss | weir | weir --streams 1 | weir --streams $STREAMS | mbuffer | iperf3, 1 connection | iperf3 -P 8 | spread / mbuffer | spread / iperf3 -P 8 |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| round trip, loss | weir | weir --streams 1 | weir --streams $STREAMS | mbuffer | iperf3, 1 connection | iperf3 -P 8 | weir / mbuffer | weir / iperf3 -P 8 | --streams $STREAMS / mbuffer | --streams $STREAMS / iperf3 -P 8 |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for rtt in $RTTS; do
     path "$rtt"
     for f in w w1 wn m i1 i8; do : >"$T/$f"; done
@@ -139,8 +140,8 @@ for rtt in $RTTS; do
     m=$(median <"$T/m"); i1=$(median <"$T/i1"); i8=$(median <"$T/i8")
     awk -v rtt="$rtt" -v loss="$LOSS" -v w="$w" -v w1="$w1" -v wn="$wn" -v m="$m" -v i1="$i1" \
         -v i8="$i8" 'BEGIN {
-        printf "| %s ms, %s%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n",
-               rtt, loss, w, w1, wn, m, i1, i8, wn / m, wn / i8 }' </dev/null
+        printf "| %s ms, %s%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |\n",
+               rtt, loss, w, w1, wn, m, i1, i8, w / m, w / i8, wn / m, wn / i8 }' </dev/null
 done
 kill "$DL" && wait "$DL" 2>/dev/null
 DL=

@@ -1124,20 +1124,32 @@ static int admission_round(struct admission *a, int lfd, double give_up,
     return won && admit(a, won, out->t, out->ahead, out->nahead, out->peer) == 0;
 }
 
-int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
-                   struct weir_log *log, struct transport *t, unsigned char *ahead,
-                   size_t *nahead, struct listener_peer *peer, struct weir_error *err)
+/* An admission's state, large (a buffer per waiting connection): on the
+ * heap.  NULL with *err. */
+static struct admission *admission_new(struct tcp_listener *l, const struct listener_config *cfg,
+                                       struct weir_log *log, struct weir_error *err)
 {
-    memset(peer, 0, sizeof *peer);
-    /* large (a buffer per waiting connection): on the heap */
     struct admission *a = calloc(1, sizeof *a);
-    if (!a)
-        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "listen %s", l->addr);
+    if (!a) {
+        error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "listen %s", l->addr);
+        return NULL;
+    }
     a->l = l;
     a->cfg = cfg;
     a->log = log;
     for (int i = 0; i < LISTENER_PENDING; i++)
         a->conn[i].fd = -1;
+    return a;
+}
+
+int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
+                   struct weir_log *log, struct transport *t, unsigned char *ahead,
+                   size_t *nahead, struct listener_peer *peer, struct weir_error *err)
+{
+    memset(peer, 0, sizeof *peer);
+    struct admission *a = admission_new(l, cfg, log, err);
+    if (!a)
+        return -1;
     double give_up = cfg->accept_timeout > 0 ? clock_now() + cfg->accept_timeout : 0;
     /* a connection given (--ssh's) is the only one heard: the listening
      * socket beside it is for that sender's return, and before a session
@@ -1212,14 +1224,9 @@ int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
                     atomic_bool *stop, struct weir_log *log, struct transport *conns,
                     unsigned *count, struct weir_error *err)
 {
-    struct admission *a = calloc(1, sizeof *a);
+    struct admission *a = admission_new(l, cfg, log, err);
     if (!a)
-        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "listen %s", l->addr);
-    a->l = l;
-    a->cfg = cfg;
-    a->log = log;
-    for (int i = 0; i < LISTENER_PENDING; i++)
-        a->conn[i].fd = -1;
+        return -1;
     double give_up = clock_now() + cfg->accept_timeout;
     unsigned joined = 0;
     int rc = 0;

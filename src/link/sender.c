@@ -123,6 +123,14 @@ static int greet_again(struct session_out *s, struct backchannel *b,
     return rc;
 }
 
+/* The session's token, as the receiver named it (the caller wipes it). */
+static void session_token(const struct backchannel *b, unsigned char token[CODEC_TOKEN_SIZE])
+{
+    sync_lock(b->own.lock);
+    memcpy(token, b->token, CODEC_TOKEN_SIZE);
+    sync_unlock(b->own.lock);
+}
+
 int sender_rejoin(struct session_out *s, struct backchannel *b, const struct sender_terms *k,
                   double limit, uint64_t *at, bool *refused, struct weir_error *e)
 {
@@ -144,9 +152,7 @@ int sender_rejoin(struct session_out *s, struct backchannel *b, const struct sen
     if (rc != STEP_OK)
         return rc;
     unsigned char token[CODEC_TOKEN_SIZE];
-    sync_lock(b->own.lock);
-    memcpy(token, b->token, sizeof token);
-    sync_unlock(b->own.lock);
+    session_token(b, token);
     rc = session_rejoin(s, token, limit, b->halt, at, refused, e);
     OPENSSL_cleanse(token, sizeof token);
     if (rc && *refused && strstr(e->msg, LISTENER_BUSY))
@@ -183,9 +189,7 @@ int sender_join(struct session_out *s, const struct backchannel *b,
     if (rc != STEP_OK)
         return rc;
     unsigned char token[CODEC_TOKEN_SIZE];
-    sync_lock(b->own.lock);
-    memcpy(token, b->token, sizeof token);
-    sync_unlock(b->own.lock);
+    session_token(b, token);
     bool refused;
     rc = session_join(s, token, index, count, limit, b->halt, &refused, e);
     OPENSSL_cleanse(token, sizeof token);

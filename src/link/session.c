@@ -243,6 +243,21 @@ ssize_t session_writev(struct session_out *s, const struct iovec *iov, int cnt,
     return w;
 }
 
+/* A new connection's first record ('R', 'J': a session record, holding
+ * the token, wiped once written): 0, or -1 with errno and (unless
+ * stopped) *err. */
+static int write_first_record(struct session_out *s, unsigned char rec[CODEC_SESSION_SIZE],
+                              int timeout_ms, atomic_bool *stop, struct weir_error *err)
+{
+    int rc = transport_write_all(s->t, rec, CODEC_SESSION_SIZE, timeout_ms, stop);
+    int e = errno;
+    OPENSSL_cleanse(rec, CODEC_SESSION_SIZE);
+    if (rc && e != ECANCELED)
+        error_sys(err, WEIR_EXIT_NETWORK, e, "%s: write", s->t->name);
+    errno = e;
+    return rc ? -1 : 0;
+}
+
 int session_rejoin(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
                    double limit, atomic_bool *stop, uint64_t *at, bool *refused,
                    struct weir_error *err)
@@ -250,13 +265,8 @@ int session_rejoin(struct session_out *s, const unsigned char token[CODEC_TOKEN_
     *refused = false;
     unsigned char rec[CODEC_SESSION_SIZE];
     codec_session(rec, 'R', token);
-    if (transport_write_all(s->t, rec, sizeof rec, (int)(limit * 1000) + 1, stop)) {
-        int e = errno;
-        if (e != ECANCELED)
-            error_sys(err, WEIR_EXIT_NETWORK, e, "%s: write", s->t->name);
-        errno = e;
+    if (write_first_record(s, rec, (int)(limit * 1000) + 1, stop, err))
         return -1;
-    }
     unsigned char raw[CODEC_RECORD_MAX];
     struct codec_record r;
     size_t got;
@@ -286,15 +296,8 @@ int session_join(struct session_out *s, const unsigned char token[CODEC_TOKEN_SI
     unsigned char rec[CODEC_SESSION_SIZE];
     codec_join(rec, token, index, count);
     int ms = (int)(limit * 1000) + 1;
-    int rc = transport_write_all(s->t, rec, sizeof rec, ms, stop);
-    OPENSSL_cleanse(rec, sizeof rec);
-    if (rc) {
-        int e = errno;
-        if (e != ECANCELED)
-            error_sys(err, WEIR_EXIT_NETWORK, e, "%s: write", s->t->name);
-        errno = e;
+    if (write_first_record(s, rec, ms, stop, err))
         return -1;
-    }
     unsigned char raw[CODEC_RECORD_MAX];
     struct codec_record r;
     size_t got;

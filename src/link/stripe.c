@@ -435,7 +435,8 @@ static int out_half_close(struct transport *t, struct weir_error *err)
         if (c->sealed && !s->c[i].over) {
             /* a sealed direction ends with its END record */
             transport_sealed_last(c);
-            struct iovec none = {NULL, 0};
+            unsigned char nothing = 0;
+            struct iovec none = {&nothing, 0};   /* an empty record */
             if (c->ops->writev(c, &none, 1, s->timeout_ms, s->stop) < 0)
                 return error_sys(err, t->status, errno, "%s (connection %d of %d): write",
                                  t->name, i + 1, s->n);
