@@ -14,7 +14,11 @@
  * owner's signal mask).  The back channel never takes the owner's other
  * state, and never calls up except through these.  The writer of the
  * output alone starts, stops and joins the thread; the thread reads the
- * transport, and nothing else reads it while the thread runs.  Failures
+ * transport, and nothing else reads it while the thread runs.  When the
+ * transfer is spread over several connections (stripe.h), the transport
+ * is all of them: the thread reads the first, where every record of the
+ * receiver's comes, and the 'D' that says the answer was read goes there
+ * too, after every chunk (stripe_last_record).  Failures
  * are weir_errors naming the transport; every function that ends a step
  * returns STEP_OK, STEP_FAIL with *e, or STEP_STOP.
  */

@@ -17,7 +17,13 @@
  * back to the listening socket).  The receiver never takes the engine's
  * other state, and calls up only through the dial.  The engine opens the
  * listening socket (r->listener) and closes it at the end; the receiver
- * closes it once no sender can come back.  The reader thread admits,
+ * closes it once no sender can come back (or, when the transfer is spread
+ * over several connections and cannot resume, once they all joined).  A
+ * sender that spreads its transfer (CODEC_FEATURE_STREAMS) is named even
+ * when it cannot resume, and its other connections join on the listening
+ * socket before the stream goes on (listener_gather); the input is then
+ * all of them (stripe.h), and what this end says to the sender goes on the
+ * first (stripe_first).  The reader thread admits,
  * confirms and takes back; the main thread sends keepalives and, once the
  * reader is over, the answer.  Failures are -1 with errno and a
  * weir_error, or a step's STEP_*; stop (or halt) ends every wait.
