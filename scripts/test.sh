@@ -126,6 +126,7 @@ valgrind_pass() {
         "encrypted over TCP|encrypted -z"
         "encrypted over TCP, two workers|encrypted -T2"
         "encrypted zstd over TCP|encrypted --zstd"
+        "encrypted over three connections|encrypted --streams 3 -z"
     )
     build/weir -q --genkey "$tmp/key" --key-id valgrind || failed=$((failed + 1))
     for c in "${cases[@]}"; do
