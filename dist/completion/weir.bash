@@ -15,7 +15,7 @@ _weir_flags="-f -q -v -e -4 -6 -z -d -h -V -H -c -L --help --version --raw
     --ssh-tunnel --ssh-direct --connect-back --sparse --link-test
     --allow-link-test"
 _weir_valued="-i -o -I -O -m -s -b -P -p -r -R -l -T -W --bind --connect-timeout
-    --accept-timeout --timeout --reconnect --size --readahead --genkey
+    --accept-timeout --timeout --reconnect --streams --size --readahead --genkey
     --key-id --key-file --target --serve --threads --hash --tcptimeo
     --progress --interval --ssh --rsh --remote-weir --remote --remote-opts
     --duration --parallel --sweep"
@@ -91,6 +91,8 @@ _weir_value()
             [ "${COMPREPLY[*]}" = "${prefix}json=" ] && compopt -o nospace 2>/dev/null ;;
         --sweep)
             _weir_reply "$prefix" "short full" "$cur" ;;
+        --streams)
+            _weir_reply "$prefix" "auto 1 2 4 8 16" "$cur" ;;
         -T | --threads | --parallel)
             _weir_reply "$prefix" "1 2 4 8 16" "$cur" ;;
         -m | -s | --size | --readahead)
