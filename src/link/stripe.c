@@ -422,10 +422,16 @@ static int out_half_close(struct transport *t, struct weir_error *err)
     sync_lock(&s->lock);
     s->closing = true;
     sync_broadcast(&s->cv);
-    while (s->running > 0 && !s->err)
-        sync_wait(&s->cv, &s->lock);
-    int failed = s->err;
+    int failed;
+    /* the owner's stop ends the wait (a signal does not wake a condition) */
+    while (s->running > 0 && !(failed = failed_locked(s)))
+        wait_tick(s, -1);
+    failed = failed_locked(s);
     sync_unlock(&s->lock);
+    if (failed == ECANCELED && !s->err) {
+        errno = ECANCELED;
+        return -1;
+    }
     if (failed) {
         errno = failed;
         return error_set(err, t->status, "%s: %s", t->name, s->why);
