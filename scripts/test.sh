@@ -87,11 +87,13 @@ package_test() {
     fi
 }
 
-# vg_encrypted DIR SENDER_OPTION: an encrypted loopback round trip of DIR/in
-# into DIR/out, both ends under valgrind; the listener's port comes from its
-# log, and its wait is bounded
+# vg_encrypted DIR SENDER_OPTIONS...: an encrypted loopback round trip of
+# DIR/in into DIR/out, both ends under valgrind; the listener's port comes
+# from its log, and its wait is bounded
 vg_encrypted() {
-    local dir=$1 opt=$2 port="" i
+    local dir=$1 port="" i
+    shift
+    local opts=("$@")
     local vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite)
     "${vg[@]}" build/weir -q --key-file "$dir/key" -I 127.0.0.1:0 -o "$dir/out" \
         2>"$dir/l.err" &
@@ -102,7 +104,8 @@ vg_encrypted() {
         sleep 0.1
     done
     [ -n "$port" ] || { kill "$lpid"; wait "$lpid"; cat "$dir/l.err"; return 1; }
-    "${vg[@]}" build/weir -q $opt --key-file "$dir/key" -O "127.0.0.1:$port" -i "$dir/in" \
+    "${vg[@]}" build/weir -q "${opts[@]}" --key-file "$dir/key" -O "127.0.0.1:$port" \
+        -i "$dir/in" \
         || { kill "$lpid"; wait "$lpid"; return 1; }
     wait "$lpid" || { cat "$dir/l.err"; return 1; }
 }
