@@ -517,15 +517,37 @@ static void break_begins(struct output *o, struct sender_break *b)
     let_go(o);
 }
 
+/* Mend the break (link/sender.h), and spread a spread session again: a
+ * connection that fails while it joins (cut as the others were) breaks
+ * the session again, and it is mended again within the same --reconnect.
+ * STEP_OK with *at where the receiver stopped. */
+static int mend(struct output *o, struct sender_break *b, uint64_t *at, struct weir_error *e)
+{
+    struct sender_terms k = terms(o);
+    const struct sender_redial r = {.ctx = o, .dial = redial, .adopt = adopt, .drop = drop};
+    for (;;) {
+        int rc = sender_mend(&o->session, &o->bc, &k, &r, b, at, e);
+        if (rc != STEP_OK || !o->session.spread)
+            return rc;
+        log_msg(o->p->log, LOG_WARN, "%s: reconnected after %.1f s; resuming at byte %llu of "
+                "the stream once the other connections join", o->name, clock_now() - b->since,
+                (unsigned long long)*at);
+        rc = spread(o, LISTENER_HANDSHAKE_SECS, e);
+        if (rc != STEP_FAIL || clock_now() >= b->since + b->reconnect)
+            return rc;
+        log_msg(o->p->log, LOG_WARN, "%s: %s; reconnecting again", o->name, e->msg);
+        snprintf(b->cause, sizeof b->cause, "%.190s", e->msg);
+        let_go(o);
+    }
+}
+
 int reconnect(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
     struct sender_break b;
     break_begins(o, &b);
-    struct sender_terms k = terms(o);
-    const struct sender_redial r = {.ctx = o, .dial = redial, .adopt = adopt, .drop = drop};
     uint64_t at = 0;
-    int rc = sender_mend(&o->session, &o->bc, &k, &r, &b, &at, e);
+    int rc = mend(o, &b, &at, e);
     if (rc == STEP_STOP)
         /* the stream failed (a producer, a signal) while the connection was
          * down: an abort record needs one, so the receiver is not told */
@@ -543,12 +565,9 @@ int reconnect(struct output *o, struct weir_error *e)
     sync_unlock(&p->lock);
     if (rc != STEP_OK)
         return rc;
-    log_msg(p->log, LOG_WARN, "%s: reconnected after %.1f s; resuming at byte %llu of the "
-            "stream", o->name, clock_now() - b.since, (unsigned long long)at);
-    /* a spread session's other connections join the new one before a
-     * byte of the stream goes again */
-    if (o->session.spread && (rc = spread(o, LISTENER_HANDSHAKE_SECS, e)) != STEP_OK)
-        return rc;
+    if (!o->session.spread)
+        log_msg(p->log, LOG_WARN, "%s: reconnected after %.1f s; resuming at byte %llu of the "
+                "stream", o->name, clock_now() - b.since, (unsigned long long)at);
     if (backchannel_start(&o->bc, e))
         return STEP_FAIL;
     return resume_at(o, at, e);

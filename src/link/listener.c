@@ -1222,7 +1222,7 @@ static bool place_join(const struct listener_config *cfg, struct weir_log *log,
 
 int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
                     atomic_bool *stop, struct weir_log *log, struct transport *conns,
-                    unsigned *count, struct weir_error *err)
+                    unsigned *count, struct listener_admitted *back, struct weir_error *err)
 {
     struct admission *a = admission_new(l, cfg, log, err);
     if (!a)
@@ -1231,16 +1231,15 @@ int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
     unsigned joined = 0;
     int rc = 0;
     while (rc == 0 && (*count == 0 || joined + 1 < *count)) {
-        struct transport t;
-        unsigned char ahead[LISTENER_AHEAD_MAX];
-        size_t nahead = 0;
-        struct listener_peer peer;
-        memset(&peer, 0, sizeof peer);
-        const struct admitted out = {&t, ahead, &nahead, &peer};
+        memset(&back->peer, 0, sizeof back->peer);
+        back->nahead = 0;
+        const struct admitted out = {&back->t, back->ahead, &back->nahead, &back->peer};
         rc = admission_over(a, stop, l->fd, give_up, err) ? -1
              : admission_round(a, l->fd, give_up, &out, err);
+        if (rc == 1 && back->peer.rejoined)
+            break;   /* the sender gave this attempt up and is back (resume_token) */
         if (rc == 1)
-            joined += place_join(cfg, log, &t, nahead, &peer, conns, count);
+            joined += place_join(cfg, log, &back->t, back->nahead, &back->peer, conns, count);
         rc = rc == 1 ? 0 : rc;
     }
     int why = errno;
@@ -1249,5 +1248,5 @@ int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
             drop(a, &a->conn[i], NULL, NULL);
     free(a);
     errno = why;
-    return rc < 0 ? -1 : 0;
+    return rc;
 }

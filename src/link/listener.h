@@ -191,9 +191,13 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
  * each into conns[its index] (conns[1 .. count-1], whose fd is -1 until
  * then) and told so, until all count - 1 are in; *count (0 at first) is
  * what the first said.  Any other connection is refused as listener_admit
- * refuses it.  0, or -1 with *err and errno (ETIMEDOUT: not all came). */
+ * refuses it, except, with cfg->resume_token set, the sender coming back
+ * to resume the session ('R': it gave up on these connections while they
+ * gathered).  0; 1 with *back that sender's new connection (the others
+ * are the caller's to close); or -1 with *err and errno (ETIMEDOUT: not
+ * all came). */
 int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
                     atomic_bool *stop, struct weir_log *log, struct transport *conns,
-                    unsigned *count, struct weir_error *err);
+                    unsigned *count, struct listener_admitted *back, struct weir_error *err);
 
 #endif

@@ -18,7 +18,6 @@
 #include "base/sync.h"
 #include "link/receiver.h"
 #include "link/stripe.h"
-#include "link/stripe.h"
 #include "os/os.h"
 
 /* Dialling the sender again, and the admission of what it reaches. */
@@ -129,35 +128,15 @@ static void take_connection(struct receiver *r, struct transport *t, bool resume
     sync_unlock(r->own.lock);
 }
 
-/* The other connections of a spread transfer join it on the listening
- * socket (listener_gather), and the input becomes all of them
- * (link/stripe.h): the stream in order, and the records to the sender on
- * the first.  The socket then closes unless the session may resume. */
-static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
+static void drop_input(struct receiver *r, double since);
+
+/* The gathered connections (conns[0 .. count-1], the first the input)
+ * become the input: the stream in order, and the records to the sender on
+ * the first (link/stripe.h).  The listening socket then closes unless the
+ * session may resume. */
+static int start_gathered(struct receiver *r, struct transport *conns, unsigned count,
+                          struct weir_error *e)
 {
-    struct listener_config cfg = r->own.cfg;
-    cfg.channel_fd = -1;
-    cfg.accept_timeout = cfg.handshake_timeout;
-    cfg.resume_token = NULL;
-    cfg.tests = NULL;
-    cfg.join_token = r->token;
-    cfg.join_identity = cfg.tls ? r->identity : NULL;
-    cfg.plain_too = false;   /* a joiner greets: plain bytes are a stranger's */
-    struct transport conns[CODEC_STREAMS_MAX];
-    for (int i = 0; i < CODEC_STREAMS_MAX; i++)
-        transport_none(&conns[i]);
-    unsigned count = 0;
-    if (listener_gather(&r->listener, &cfg, stop, r->own.log, conns, &count, e) != 0) {
-        int why = errno;
-        for (int i = 1; i < CODEC_STREAMS_MAX; i++)
-            transport_close(&conns[i], false, NULL, &(struct weir_error){0});
-        if (why == ECANCELED && atomic_load(stop))
-            return STEP_STOP;
-        if (why == ETIMEDOUT)
-            error_set(e, WEIR_EXIT_NETWORK, "%s: the sender's other connections did not all "
-                      "join within %g s", r->own.in->name, cfg.accept_timeout);
-        return STEP_FAIL;
-    }
     for (unsigned i = 1; i < count; i++) {
         atomic_fetch_add(r->own.wire_rx, conns[i].wire_before);
         conns[i].wire_rx = r->own.wire_rx;
@@ -179,6 +158,65 @@ static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
     log_msg(r->own.log, LOG_INFO, "%s: the transfer comes over %u connections",
             r->own.in->name, count);
     return STEP_OK;
+}
+
+/* The sender gave up on the connections while they gathered and came
+ * back to resume (back): the input becomes its new connection, told what
+ * this end holds, as after any break. */
+static void take_back(struct receiver *r, struct listener_admitted *back)
+{
+    drop_input(r, 0);
+    memcpy(r->ahead, back->ahead, back->nahead);
+    r->nahead = back->nahead;
+    r->ahead_pos = 0;
+    take_connection(r, &back->t, true);
+    log_msg(r->own.log, LOG_WARN, "%s: the sender came back before its other connections had "
+            "all joined; they join again", r->own.in->name);
+}
+
+/* The other connections of a spread transfer join it on the listening
+ * socket (listener_gather).  A session that may resume takes its sender
+ * back there too, should it give up on them before all are in (one was
+ * cut while it joined), and gathers again. */
+static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
+{
+    struct listener_config cfg = r->own.cfg;
+    cfg.channel_fd = -1;
+    cfg.accept_timeout = cfg.handshake_timeout;
+    cfg.tests = NULL;
+    cfg.join_token = r->token;
+    cfg.join_identity = cfg.tls ? r->identity : NULL;
+    sync_lock(r->own.lock);
+    cfg.resume_token = r->resumable ? r->token : NULL;
+    sync_unlock(r->own.lock);
+    cfg.resume_identity = cfg.join_identity;
+    cfg.plain_too = false;   /* a joiner greets: plain bytes are a stranger's */
+    for (;;) {
+        struct transport conns[CODEC_STREAMS_MAX];
+        for (int i = 0; i < CODEC_STREAMS_MAX; i++)
+            transport_none(&conns[i]);
+        unsigned count = 0;
+        struct listener_admitted back;
+        int rc = listener_gather(&r->listener, &cfg, stop, r->own.log, conns, &count, &back, e);
+        int why = errno;
+        if (rc != 0)
+            for (int i = 1; i < CODEC_STREAMS_MAX; i++)
+                transport_close(&conns[i], false, NULL, &(struct weir_error){0});
+        if (rc == 0)
+            return start_gathered(r, conns, count, e);
+        if (rc == 1) {
+            take_back(r, &back);
+            if (!back.peer.spread)
+                return STEP_OK;
+            continue;
+        }
+        if (why == ECANCELED && atomic_load(stop))
+            return STEP_STOP;
+        if (why == ETIMEDOUT)
+            error_set(e, WEIR_EXIT_NETWORK, "%s: the sender's other connections did not all "
+                      "join within %g s", r->own.in->name, cfg.accept_timeout);
+        return STEP_FAIL;
+    }
 }
 
 /* The sender was admitted (peer): the input is its connection, and one

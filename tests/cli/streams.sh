@@ -141,8 +141,11 @@ cut_conns() {
     oldest) ports=$(echo "$ports" | head -n1) ;;
     esac
     [ -n "$ports" ] || fail "no connection to cut"
-    local p
-    for p in $ports; do ss -K -tn "( sport = :$p )" >/dev/null 2>&1 || fail "ss -K"; done
+    # one ss for all: cut one by one, a later port could by then be a
+    # connection the sender made again after the first cut
+    local p filter=""
+    for p in $ports; do filter="$filter${filter:+ or }sport = :$p"; done
+    ss -K -tn "( $filter )" >/dev/null 2>&1 || fail "ss -K"
 }
 
 # a spread transfer that breaks resumes as one: every connection is made
@@ -173,6 +176,32 @@ if on_linux "ss -K"; then
             ok "both summaries count the reconnection"
         done
     done
+
+    # a connection that cannot be made while the others join again after a
+    # cut (the 7th: 1 to 4 at first, the 5th rejoins, 6 to 8 join): the
+    # sender breaks again and comes back, the receiver takes it back while
+    # it gathers, and the transfer is whole
+    gen in $(sized 12582917 6291469) random
+    listen "$TMP/rx.out" "$TMP/rx.err" -f -o out
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+        WEIR_FAULT=connect_refuse=7 LD_PRELOAD=$FAULTSHIM \
+        "$WEIR" --streams 4 -R 3M -i in -O "127.0.0.1:$LPORT" 2>tx.err &
+    TPID=$!
+    PIDS+=("$TPID")
+    wait_for "$TMP/rx.err" "comes over 4 connections" 20
+    wait_size out 1048576 20
+    cut_conns newest
+    wait_bounded "$TPID" 60
+    [ "$STATUS" -eq 0 ] || { cat tx.err; fail "the sender exited $STATUS (a join refused)"; }
+    wait_bounded "$LPID" 60
+    [ "$STATUS" -eq 0 ] || { cat "$TMP/rx.err"; fail "the receiver exited $STATUS"; }
+    same in out "a join refused after a cut: mended again, and whole"
+    grep -Eq "connection [234] of 4: connect: Connection refused; reconnecting again" tx.err ||
+        { cat tx.err; fail "the sender does not say which join failed"; }
+    ok "the sender says which join failed, and that it reconnects again"
+    grep -q "the sender came back before its other connections had all joined" \
+        "$TMP/rx.err" || { cat "$TMP/rx.err"; fail "the receiver did not take it back"; }
+    ok "the receiver takes the sender back while the others gather"
 
     # --reconnect 0: a cut fails both ends, each saying which connection,
     # and nothing is claimed whole

@@ -30,6 +30,10 @@
  *                       prefix or suffix and the handshake's records go at
  *                       once; a keyed sender's connection can then go while
  *                       a block is still being sealed for it
+ *   connect_refuse=K    the K-th TCP connect() of the process fails with
+ *                       ECONNREFUSED (a connection that cannot be made: a
+ *                       spread sender's joiner, say, once it is back after a
+ *                       break)
  *
  * Everything else passes straight through to libc.
  */
@@ -42,10 +46,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -90,6 +96,7 @@ static __typeof__(fsync) *real_fsync;
 static __typeof__(ftruncate) *real_ftruncate;
 static __typeof__(lseek) *real_lseek;
 static __typeof__(sigtimedwait) *real_sigtimedwait;
+static __typeof__(connect) *real_connect;
 
 /* OpenSSL's, declared here so that the shim needs no OpenSSL headers (and
  * links no OpenSSL: found at run time, when the program has it) */
@@ -112,6 +119,7 @@ __attribute__((constructor)) static void shim_init(void)
     real_ftruncate = (__typeof__(ftruncate) *)dlsym(RTLD_NEXT, "ftruncate");
     real_lseek = (__typeof__(lseek) *)dlsym(RTLD_NEXT, "lseek");
     real_sigtimedwait = (__typeof__(sigtimedwait) *)dlsym(RTLD_NEXT, "sigtimedwait");
+    real_connect = (__typeof__(connect) *)dlsym(RTLD_NEXT, "connect");
     real_EVP_EncryptUpdate =
         (__typeof__(EVP_EncryptUpdate) *)dlsym(RTLD_NEXT, "EVP_EncryptUpdate");
     real_EVP_EncryptFinal_ex =
@@ -346,4 +354,18 @@ int EVP_EncryptFinal_ex(void *ctx, unsigned char *out, int *outl)
             ;
     }
     return real_EVP_EncryptFinal_ex(ctx, out, outl);
+}
+
+static atomic_ullong connects;
+
+int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    REAL(connect);
+    unsigned long long k = fault_num("connect_refuse");
+    bool tcp = addr && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6);
+    if (k && tcp && atomic_fetch_add(&connects, 1) + 1 == k) {
+        errno = ECONNREFUSED;
+        return -1;
+    }
+    return real_connect(fd, addr, len);
 }
