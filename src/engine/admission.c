@@ -32,8 +32,9 @@ static void listener_settings(struct pipeline *p, struct listener_config *cfg)
                                     .tests = linktest_server_service(),
                                     .resume = p->cfg->reconnect > 0,
                                     .redials = p->cfg->input_redial != NULL,
-                                    .streams = !s->raw && !p->cfg->admitted &&
-                                               p->cfg->streams != 1};
+                                    /* a service's process too: its joiners are
+                                     * handed to it as its sender's return is */
+                                    .streams = !s->raw && p->cfg->streams != 1};
     if (s->io_timeout > 0 && s->io_timeout < cfg->handshake_timeout)
         cfg->handshake_timeout = s->io_timeout;
 }

@@ -228,7 +228,7 @@ static void plan_streams(struct output *o)
         return;
     if (!(o->session.peer_features & CODEC_FEATURE_STREAMS)) {
         log_msg(o->p->log, c->streams > 0 ? LOG_INFO : LOG_DEBUG, "%s: the receiver takes "
-                "one connection a transfer (an older weir, or a service): sending over one, "
+                "one connection a transfer (an older weir, or --streams 1): sending over one, "
                 "not %d", o->name, n);
         return;
     }

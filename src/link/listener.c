@@ -249,7 +249,8 @@ size_t listener_serve_greeting(unsigned char *out)
 {
     return codec_greeting(out, CODEC_ROLE_RECEIVER, CODEC_FEATURES | CODEC_FEATURES_KEYED |
                                                         CODEC_FEATURE_RESUME |
-                                                        CODEC_FEATURE_SERVE);
+                                                        CODEC_FEATURE_SERVE |
+                                                        CODEC_FEATURE_STREAMS);
 }
 
 static int greet(struct admission *a, int fd, bool trusted)
@@ -961,7 +962,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
                      (c->features & CODEC_FEATURE_RESUME) &&
                      (a->l->fd >= 0 || a->cfg->redials);
     /* and so does one whose sender spreads it, for its other connections */
-    peer->spread = a->cfg->streams && !a->cfg->serve && !c->plain && !a->cfg->raw &&
+    peer->spread = a->cfg->streams && !c->plain && !a->cfg->raw &&
                    !c->join && (c->features & CODEC_FEATURE_STREAMS) &&
                    a->l->fd >= 0;
     peer->listening = peer->resuming || peer->spread || c->join || a->cfg->join_token;

@@ -182,6 +182,9 @@ int sender_join(struct session_out *s, const struct backchannel *b,
             return errno == ECANCELED ? STEP_STOP
                    : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", s->t->name), STEP_FAIL);
     } else if (rc == STEP_OK) {
+        sync_lock(b->own.lock);
+        s->route = b->route;   /* a service hands it to the session's process */
+        sync_unlock(b->own.lock);
         if (session_greet_keyed(s, ms, b->halt, e))
             return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
         rc = shake(s, b, k, limit, e);

@@ -626,9 +626,13 @@ static int check_conflicts(struct weir_options *o, bool ct_given,
                    "give --sparse to the sender, or add --raw to find holes in plain bytes");
     if (o->accept_timeout > 0 && !o->listen)
         return bad(err, "--accept-timeout needs -I");
-    if (o->streams_given && !any_tcp && !o->listen)
+    if (o->streams_given && !any_tcp && !o->listen && !o->ssh_host)
         return bad(err, "--streams needs -O (or -I: with 1, a receiver takes one connection "
                    "a transfer)");
+    if (o->streams > 1 && o->ssh_host &&
+        (o->pull || o->connect_back || o->ssh_path == SSH_PATH_TUNNEL))
+        return bad(err, "--streams with --ssh spreads a push over direct connections only "
+                   "(not --pull, --connect-back or --ssh-tunnel)");
     if (o->streams > 1 && o->raw)
         return bad(err, "--streams and --raw contradict each other: only a weir receiver "
                    "puts chunks back in order");

@@ -187,7 +187,7 @@ int serve_transfer(const struct serve_child *c)
     snprintf(l.addr, sizeof l.addr, "%s", c->peer);
     struct listener_config cfg = {.tls = c->tls, .serve = true, .channel_fd = c->conn,
                                   .channel_greeted = true, .channel_name = c->peer,
-                                  .resume = l.fd >= 0,
+                                  .resume = l.fd >= 0, .streams = l.fd >= 0,
                                   .handshake_timeout = LISTENER_HANDSHAKE_SECS};
     atomic_bool stop = false;
     struct weir_error err;

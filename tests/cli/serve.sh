@@ -166,6 +166,36 @@ has_msg "$TMP/proxy" "cut 2 at" "the proxy cut the connection twice"
 ok "the transfer's process took its sender back twice"
 kill "$PPID_" 2>/dev/null
 
+# 6b. a transfer spread over four connections: the service hands the
+#     joiners to the transfer's process (their greeting names its route),
+#     and again after one of them is cut
+expect 0 "a transfer over four connections to the service" \
+    send nas1 --target tank --streams 4 -i "$TMP/big"
+same "$TMP/big" "$TMP/out/tank" "the spread transfer through the service is whole"
+has_msg "$TMP/slog" "the transfer comes over 4 connections" "the service's transfer took four"
+if on_linux "ss -K"; then
+    n=$(grep -c "the sender is back after" "$TMP/slog")
+    send laptop --target held --streams 4 -R 4M -i "$TMP/big" 2>"$TMP/eh" & ph=$!
+    wait_for "$TMP/slog" "client laptop target held: transfer from" 10
+    i=0
+    until [ "$(grep -c "the transfer comes over 4 connections" "$TMP/slog")" -ge 2 ]; do
+        i=$((i + 1)); [ $i -gt 200 ] && { cat "$TMP/slog" >&2; fail "no second spread"; }
+        sleep 0.05
+    done
+    touch "$TMP/go"
+    wait_size "$TMP/out/held" 1048576 20
+    port=$(ss -Htn state established "( dport = :$SPORT )" | awk '{print $4}' |
+           grep -o '[0-9]*$' | sort -n | tail -n1)
+    ss -K -tn "( sport = :$port )" >/dev/null 2>&1 || fail "ss -K"
+    wait_bounded "$ph" 60
+    [ "$STATUS" -eq 0 ] || { cat "$TMP/eh" "$TMP/slog" >&2; fail "the cut spread transfer: exit $STATUS"; }
+    same "$TMP/big" "$TMP/out/held" "a spread transfer cut on its way to the service is whole"
+    [ "$(grep -c "the sender is back after" "$TMP/slog")" -gt "$n" ] ||
+        { cat "$TMP/slog" >&2; fail "the transfer's process did not take the sender back"; }
+    ok "the transfer's process took the spread sender back, and its joiners"
+    rm -f "$TMP/go" "$TMP/out/held"
+fi
+
 # 7. SIGTERM mid-transfer: nothing new is taken, the running one ends whole
 n=$(grep -c ': transfer from .* begins' "$TMP/slog")
 send laptop --target held -i "$TMP/big" 2>"$TMP/eh" & ph=$!

@@ -36,6 +36,16 @@ for way in --ssh-tunnel --connect-back --ssh-direct "--connect-back --ssh-direct
         same "$TMP/in" "$TMP/out2" "pull $way $z: identical"
     done
 done
+# a direct push spread over three connections to the weir ssh started
+rm -f "$TMP/out"
+"$WEIR" -z "${SSH[@]}" --ssh-direct --streams 3 --remote "cat >'$TMP/out'" -i "$TMP/in" \
+    2>"$TMP/err" || { cat "$TMP/err" >&2; fail "push --ssh-direct --streams 3: exit $?"; }
+same "$TMP/in" "$TMP/out" "push --ssh-direct --streams 3 -z: identical"
+has_msg "$TMP/err" "the transfer goes over 3 connections" "the direct push went over three"
+expect 2 "--streams 3 with --pull" "$WEIR" "${SSH[@]}" --pull --streams 3 \
+    --remote "cat '$TMP/in'" -o "$TMP/out2"
+has_msg "$TMP/err" "--streams with --ssh spreads a push over direct connections only" \
+    "--streams with --pull: says why"
 for n in 0 1; do
     gen "$TMP/tiny" "$n" mixed
     rm -f "$TMP/out" "$TMP/out2"
