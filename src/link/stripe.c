@@ -174,6 +174,28 @@ static void free_stripe(struct stripe *s)
     free(s);
 }
 
+/* A stripe with its lock and condition, or NULL. */
+static struct stripe *new_stripe(void)
+{
+    struct stripe *s = calloc(1, sizeof *s);
+    if (s) {
+        sync_mutex_init(&s->lock);
+        sync_cond_init(&s->cv);
+    }
+    return s;
+}
+
+/* What could not be allocated (s, if any, is freed): the connections are
+ * closed, since they are the stripe's to close. */
+static int no_memory(struct stripe *s, struct transport *conns, int n, struct weir_error *err)
+{
+    if (s)
+        free_stripe(s);
+    for (int i = 0; i < n; i++)
+        transport_close(&conns[i], false, NULL, &(struct weir_error){0});
+    return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "%s", conns[0].name);
+}
+
 static struct stripe *stripe_of(const struct transport *t)
 {
     return t->stripe;
@@ -207,8 +229,6 @@ static int start(struct stripe *s, struct transport *conns, int n, void *(*fn)(v
                  struct weir_error *err)
 {
     s->n = n;
-    sync_mutex_init(&s->lock);
-    sync_cond_init(&s->cv);
     for (int i = 0; i < n; i++) {
         s->c[i].s = s;
         s->c[i].index = i;
@@ -534,10 +554,25 @@ static const struct transport_ops out_ops = {
     .half_close = out_half_close, .abort = both_abort, .close = both_close,
 };
 
+/* Start the connections' threads (fn) and make st the stripe (ops); on
+ * failure everything goes: threads, connections, memory. */
+static int launch(struct transport *st, struct stripe *s, struct transport *conns, int n,
+                  void *(*fn)(void *), const struct transport_ops *ops, struct weir_error *err)
+{
+    if (start(s, conns, n, fn, err) != 0) {
+        stop_threads(s);
+        close_all(s, false, NULL, &(struct weir_error){0});
+        free_stripe(s);
+        return -1;
+    }
+    become(st, s, ops);
+    return 0;
+}
+
 int stripe_out(struct transport *st, struct transport *conns, int n, int timeout_ms,
                atomic_bool *halt, struct weir_error *err)
 {
-    struct stripe *s = calloc(1, sizeof *s);
+    struct stripe *s = new_stripe();
     if (s) {
         s->nq = QUEUE_PER_CONN * n;
         s->q = calloc((size_t)s->nq, sizeof *s->q);
@@ -545,29 +580,12 @@ int stripe_out(struct transport *st, struct transport *conns, int n, int timeout
     for (int i = 0; s && s->q && i < s->nq; i++)
         if (!(s->q[i].mem = malloc(SLOT)))
             break;
-    if (!s || !s->q || !s->q[s->nq - 1].mem) {
-        if (s) {
-            if (s->q)
-                for (int i = 0; i < s->nq; i++)
-                    free(s->q[i].mem);
-            free(s->q);
-            free(s);
-        }
-        for (int i = 0; i < n; i++)
-            transport_close(&conns[i], false, NULL, &(struct weir_error){0});
-        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "%s", conns[0].name);
-    }
+    if (!s || !s->q || !s->q[s->nq - 1].mem)
+        return no_memory(s, conns, n, err);
     s->out = true;
     s->timeout_ms = timeout_ms;
     s->stop = halt;
-    if (start(s, conns, n, spread_main, err) != 0) {
-        stop_threads(s);
-        close_all(s, false, NULL, &(struct weir_error){0});
-        free_stripe(s);
-        return -1;
-    }
-    become(st, s, &out_ops);
-    return 0;
+    return launch(st, s, conns, n, spread_main, &out_ops, err);
 }
 
 /* ---- gathering --------------------------------------------------------------- */
@@ -808,7 +826,7 @@ static const struct transport_ops in_ops = {
 int stripe_in(struct transport *st, struct transport *conns, int n, unsigned window,
               atomic_bool *stop, struct weir_error *err)
 {
-    struct stripe *s = calloc(1, sizeof *s);
+    struct stripe *s = new_stripe();
     if (window < 2u * (unsigned)n)
         window = 2u * (unsigned)n;
     if (s) {
@@ -817,25 +835,9 @@ int stripe_in(struct transport *st, struct transport *conns, int n, unsigned win
         s->have = calloc(window, sizeof *s->have);
         s->claimed = calloc(window, sizeof *s->claimed);
     }
-    if (!s || !s->store || !s->have || !s->claimed) {
-        if (s) {
-            free(s->store);
-            free(s->have);
-            free(s->claimed);
-            free(s);
-        }
-        for (int i = 0; i < n; i++)
-            transport_close(&conns[i], false, NULL, &(struct weir_error){0});
-        return error_sys(err, WEIR_EXIT_INTERNAL, ENOMEM, "%s", conns[0].name);
-    }
+    if (!s || !s->store || !s->have || !s->claimed)
+        return no_memory(s, conns, n, err);
     s->stop = stop;
     s->timeout_ms = -1;
-    if (start(s, conns, n, gather_main, err) != 0) {
-        stop_threads(s);
-        close_all(s, false, NULL, &(struct weir_error){0});
-        free_stripe(s);
-        return -1;
-    }
-    become(st, s, &in_ops);
-    return 0;
+    return launch(st, s, conns, n, gather_main, &in_ops, err);
 }

@@ -13,13 +13,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-void os_tcp_stats_unknown(struct os_tcp_stats *st)
-{
-    memset(st, 0, sizeof *st);
-    st->rtt_ms = -1;
-    st->retrans = UINT64_MAX;
-}
-
 /* Whether the kernel filled the field that ends at `end` bytes. */
 #define FILLED(len, field) \
     ((size_t)(len) >= offsetof(struct tcp_info, field) + sizeof(((struct tcp_info *)0)->field))

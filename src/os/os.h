@@ -132,6 +132,9 @@ struct os_tcp_stats {
  * errno (ENOSYS where the system says nothing of a connection). */
 int os_tcp_stats(int fd, struct os_tcp_stats *st);
 /* Every figure unknown. */
-void os_tcp_stats_unknown(struct os_tcp_stats *st);
+static inline void os_tcp_stats_unknown(struct os_tcp_stats *st)
+{
+    *st = (struct os_tcp_stats){.rtt_ms = -1, .retrans = UINT64_MAX};
+}
 
 #endif

@@ -462,13 +462,6 @@ int os_tcp_closed(int fd)
     return 0;
 }
 
-void os_tcp_stats_unknown(struct os_tcp_stats *st)
-{
-    memset(st, 0, sizeof *st);
-    st->rtt_ms = -1;
-    st->retrans = UINT64_MAX;
-}
-
 /* FreeBSD's TCP_INFO and macOS's TCP_CONNECTION_INFO give the round trip,
  * the window in bytes (here in segments, as Linux gives it) and the
  * segments sent again, but no delivery rate and no limits; illumos and the

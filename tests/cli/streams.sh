@@ -226,6 +226,22 @@ if on_linux "ss -K"; then
     ok "the receiver's summary says INCOMPLETE"
 fi
 
+# the receiver's disk fills in the middle of a spread transfer (ENOSPC on
+# its standard output after 3 MiB): both ends fail with exit 4, and the
+# sender says what the receiver said
+gen in $(sized 12582917 6291469) random
+ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    WEIR_FAULT=write_enospc=3145728 LD_PRELOAD=$FAULTSHIM listen "$TMP/full.out" "$TMP/rx.err"
+expect 4 "a spread sender to a receiver whose disk fills" "$WEIR" --streams 4 -i in \
+    -O "127.0.0.1:$LPORT"
+has_msg "$TMP/err" "receiver: output <stdout>: write: No space left on device" \
+    "the spread sender says the receiver's disk is full"
+grep -q "over 4 connections" "$TMP/err" || { cat "$TMP/err"; fail "the transfer was not spread"; }
+ok "the transfer that met the full disk was spread"
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 4 ] || { cat "$TMP/rx.err"; fail "the receiver exited $STATUS, want 4"; }
+has_msg "$TMP/rx.err" "summary: INCOMPLETE" "the receiver's summary says INCOMPLETE"
+
 # what --streams refuses
 expect 2 "--streams 17" "$WEIR" --streams 17 -i in -O 127.0.0.1:1
 has_msg "$TMP/err" "not a whole number from 1 to 16" "the range is named"
