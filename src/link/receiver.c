@@ -153,7 +153,9 @@ static int start_gathered(struct receiver *r, struct transport *conns, unsigned 
     sync_unlock(r->own.lock);
     if (rc != 0)
         return STEP_FAIL;
-    if (!resumable)
+    /* a service's process keeps its handed-over socket, to refuse at once
+     * what the service still hands it by the session's route */
+    if (!resumable && !r->listener.handoff)
         tcp_listener_close(&r->listener);
     log_msg(r->own.log, LOG_INFO, "%s: the transfer comes over %u connections",
             r->own.in->name, count);
@@ -182,13 +184,16 @@ static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
 {
     struct listener_config cfg = r->own.cfg;
     cfg.channel_fd = -1;
-    cfg.accept_timeout = cfg.handshake_timeout;
     cfg.tests = NULL;
     cfg.join_token = r->token;
     cfg.join_identity = cfg.tls ? r->identity : NULL;
     sync_lock(r->own.lock);
     cfg.resume_token = r->resumable ? r->token : NULL;
     sync_unlock(r->own.lock);
+    /* joins take the handshake time at most; a sender that gives up on
+     * one comes back by then, so a session that may resume waits for it
+     * twice as long */
+    cfg.accept_timeout = cfg.handshake_timeout * (cfg.resume_token ? 2 : 1);
     cfg.resume_identity = cfg.join_identity;
     cfg.plain_too = false;   /* a joiner greets: plain bytes are a stranger's */
     for (;;) {
@@ -308,8 +313,9 @@ int receiver_readmit(struct receiver *r, double since, double window, atomic_boo
     if (rc == 0)
         take_connection(r, &t, true);
     if (rc == 0 && peer.spread && (rc = gather(r, stop, e)) != STEP_OK) {
-        if (rc == STEP_STOP)
-            errno = ECANCELED;
+        /* the sender was back: what failed is its connections' gathering,
+         * which *e says (not the window for its return) */
+        errno = rc == STEP_STOP ? ECANCELED : EPROTO;
         return -1;
     }
     return rc;
@@ -353,7 +359,7 @@ bool receiver_knocked(struct receiver *r)
 
 void receiver_refuse_others(struct receiver *r)
 {
-    if (receiver_resumable(r) && receiver_knocked(r))
+    if ((receiver_resumable(r) || r->listener.handoff) && receiver_knocked(r))
         listener_refuse_waiting(&r->listener, r->own.cfg.raw, r->own.log);
 }
 
