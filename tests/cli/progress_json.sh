@@ -232,13 +232,16 @@ assert rx["wire"] == tx["wire"], (rx["wire"], tx["wire"])
 EOF
 ok "both ends count the same bytes on the wire"
 # the path as the system sees it: Linux's TCP_INFO gives every figure (a
-# round trip and a window on loopback, nothing sent again); the portable
-# build on Linux knows no way to ask, and says null rather than guess
+# round trip and a window on loopback; a count of segments sent again,
+# which on loopback is small but not always 0: a receiver slowed by a
+# sanitizer lets a tail-loss probe fire); the portable build on Linux
+# knows no way to ask, and says null rather than guess
 "$PY" - tx.jsonl "${WEIR_PLATFORM:-linux}" <<'EOF' || fail "the connection's path is not as the system says"
 import json, sys
 c = [json.loads(l) for l in open(sys.argv[1])][-1]["outputs"][0]["connections"][0]
 if sys.argv[2] == "linux":
-    assert c["rtt_ms"] > 0 and c["cwnd"] > 0 and c["retrans"] == 0, c
+    assert c["rtt_ms"] > 0 and c["cwnd"] > 0, c
+    assert isinstance(c["retrans"], int) and 0 <= c["retrans"] < 64, c
     assert c["delivery_rate"] is None or c["delivery_rate"] > 0, c
 else:
     assert c == {"rtt_ms": None, "cwnd": None, "retrans": None, "delivery_rate": None}, c

@@ -161,8 +161,13 @@ def relay(argv):
     def cutter(cut):
         while True:
             if os.path.exists(cut):
+                # the cut is logged as the count restarts, under the lock:
+                # a connection numbered after it (a sender coming back at
+                # once, its joins) is logged after it, however slowly the
+                # old ones close
                 with lock:
                     conns, state["conns"], state["n"] = state["conns"], [], 0
+                    logf.write("cut %d\n" % len(conns))
                 for pair in conns:
                     for s in pair:
                         try:
@@ -173,7 +178,6 @@ def relay(argv):
                             pass
                         s.close()
                 os.unlink(cut)
-                log("cut %d" % len(conns))
             time.sleep(0.02)
     if "cut" in opt:
         threading.Thread(target=cutter, args=(opt["cut"],), daemon=True).start()
@@ -243,7 +247,7 @@ relay() {
 held_joins() {
     local i=0
     until [ "$(sed -n '/^cut /h;/^cut /!H;${x;p}' "$1" 2>/dev/null | grep -c '^held ')" -ge "$2" ]; do
-        i=$((i + 1)); [ $i -gt 200 ] && { cat "$1" >&2; fail "the relay holds fewer than $2"; }
+        i=$((i + 1)); [ $i -gt 400 ] && { cat "$1" >&2; fail "the relay holds fewer than $2"; }
         sleep 0.05
     done
 }
