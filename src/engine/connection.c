@@ -195,48 +195,56 @@ static int hear_receiver(struct output *o, double limit, uint32_t block_max, boo
     return STEP_OK;
 }
 
-/* --streams auto: how many connections the path needs, from its round
- * trip as the system measured it on the first connection.  One connection
- * moves at most its window each round trip, and with the usual defaults
- * (a 4 MiB send buffer at most) about 2.5 MiB of it is in flight: 25 MiB/s
- * at 100 ms, a quarter of a 1 Gbit/s link.  So a connection for every
- * AUTO_MS_PER_STREAM ms of round trip, up to AUTO_STREAMS_MAX: one on
- * loopback and a LAN, 4 at 50 ms, 8 at 100 ms.  A system that cannot say
- * gets one. */
-#define AUTO_MS_PER_STREAM 12.5
-#define AUTO_STREAMS_MAX 8
-static int auto_streams(const struct output *o, double *rtt_ms)
+/* --streams auto: whether the path is long enough for more connections
+ * to help, from its round trip as the system measured it on the first
+ * connection.  One connection moves at most its window each round trip:
+ * with the usual defaults (a 4 MiB send buffer at most) 2.5 GiB/s at 1 ms,
+ * more than a LAN carries, and 25 MiB/s at 100 ms, a quarter of a
+ * 1 Gbit/s link.  On loopback and a LAN (under AUTO_GROW_MIN_MS) the
+ * transfer stays on one connection, as it was; a longer path begins
+ * spread over one, and takes more while the window limits it (grow.c).  A
+ * system that cannot say stays on one; one that gives the round trip but
+ * not what limits the window (macOS) is probed, and the rule's gain test
+ * decides (growth.h). */
+#define AUTO_GROW_MIN_MS 2.0
+static bool long_path(const struct output *o, double *rtt_ms)
 {
     struct os_tcp_stats st;
     *rtt_ms = -1;
     if (os_tcp_stats(o->t.fd, &st) != 0 || st.rtt_ms < 0)
-        return 1;
+        return false;
     *rtt_ms = st.rtt_ms;
-    int n = (int)(st.rtt_ms / AUTO_MS_PER_STREAM + 0.999);
-    return n < 1 ? 1 : n > AUTO_STREAMS_MAX ? AUTO_STREAMS_MAX : n;
+    return st.rtt_ms >= AUTO_GROW_MIN_MS;
 }
 
 /* --streams: spread the transfer when asked to (or when auto finds a long
- * path) and the receiver can put chunks back in order. */
+ * path, over one connection that grows) and the receiver can put chunks
+ * back in order. */
 static void plan_streams(struct output *o)
 {
     const struct weir_config *c = o->p->cfg;
     double rtt = -1;
-    int n = c->streams > 0 ? c->streams : auto_streams(o, &rtt);
+    bool grow = c->streams == 0 && long_path(o, &rtt);
+    int n = c->streams > 0 ? c->streams : 1;
+    uint32_t want = CODEC_FEATURE_STREAMS | (grow ? CODEC_FEATURE_GROW : 0);
     o->nstreams = 1;
-    if (n <= 1)
+    if (n <= 1 && !grow)
         return;
-    if (!(o->session.peer_features & CODEC_FEATURE_STREAMS)) {
-        log_msg(o->p->log, c->streams > 0 ? LOG_INFO : LOG_DEBUG, "%s: the receiver takes "
-                "one connection a transfer (an older weir, or --streams 1): sending over one, "
-                "not %d", o->name, n);
+    if ((o->session.peer_features & want) != want) {
+        if (grow)
+            log_msg(o->p->log, LOG_DEBUG, "%s: the receiver takes one connection a transfer "
+                    "(an older weir, or --streams 1): sending over one", o->name);
+        else
+            log_msg(o->p->log, LOG_INFO, "%s: the receiver takes one connection a transfer (an "
+                    "older weir, or --streams 1): sending over one, not %d", o->name, n);
         return;
     }
-    if (c->streams == 0)
-        log_msg(o->p->log, LOG_INFO, "%s: a round trip of %.0f ms: %d connections "
-                "(--streams auto)", o->name, rtt, n);
+    if (grow)
+        log_msg(o->p->log, LOG_INFO, "%s: a round trip of %.1f ms: one connection at first, "
+                "more while the window limits the path (--streams auto)", o->name, rtt);
     o->nstreams = n;
     o->session.spread = true;
+    o->session.grow = grow;
 }
 
 /* One connection after the first of a spread session, joined to it on a
@@ -271,37 +279,37 @@ static void *join_one(void *arg)
     struct session_out js;
     session_out_init(&js, j->t, true, false, false, o->session.block_max);
     js.spread = true;
+    js.grow = o->session.grow;
     struct sender_terms k = terms(o);
     j->rc = sender_join(&js, &o->bc, &k, (unsigned)j->index, (unsigned)j->count, j->limit,
                         &j->e);
     return NULL;
 }
 
-/* The connections after the first of a spread session, each joined to it
- * (link/sender.h); they then carry the stream with the first (link/stripe.h).
- * The connections go to the peer's address, for each: the same receiver. */
-static int join_more(struct output *o, double limit, struct transport *conns, int n,
-                     struct weir_error *e)
+int connection_join(struct output *o, double limit, struct transport *conns, int from,
+                    int count, int *rcs, struct weir_error *e)
 {
     struct sockaddr_storage peer;
     socklen_t len = sizeof peer;
-    if (getpeername(o->t.fd, (struct sockaddr *)&peer, &len) != 0)
+    if (getpeername(stripe_fd(&o->t, 0), (struct sockaddr *)&peer, &len) != 0)
         return error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: getpeername", o->t.name), STEP_FAIL;
     struct joining j[CODEC_STREAMS_MAX];
     pthread_t th[CODEC_STREAMS_MAX];
     bool started[CODEC_STREAMS_MAX] = {false};
     int rc = STEP_OK;
-    for (int i = 1; i < n; i++) {
+    for (int i = from; i < count; i++) {
         j[i] = (struct joining){.o = o, .peer = &peer, .len = len, .limit = limit, .index = i,
-                                .count = n, .t = &conns[i], .rc = STEP_FAIL};
+                                .count = count, .t = &conns[i], .rc = STEP_FAIL};
         started[i] = sync_create(&th[i], join_one, &j[i], e) == 0;
+        rcs[i] = STEP_FAIL;
         if (!started[i])
             rc = STEP_FAIL;
     }
-    for (int i = 1; i < n; i++) {
+    for (int i = from; i < count; i++) {
         if (!started[i])
             continue;
         sync_join(th[i]);
+        rcs[i] = j[i].rc;
         if (rc == STEP_OK && j[i].rc != STEP_OK) {
             rc = j[i].rc;
             *e = j[i].e;
@@ -319,7 +327,8 @@ static int spread(struct output *o, double limit, struct weir_error *e)
     struct transport conns[CODEC_STREAMS_MAX];
     for (int i = 0; i < n; i++)
         transport_none(&conns[i]);
-    int rc = join_more(o, limit, conns, n, e);
+    int rcs[CODEC_STREAMS_MAX];
+    int rc = connection_join(o, limit, conns, 1, n, rcs, e);
     if (rc != STEP_OK) {
         for (int i = 1; i < n; i++) {
             struct weir_error ignored;
@@ -331,7 +340,9 @@ static int spread(struct output *o, double limit, struct weir_error *e)
     if (stripe_out(&o->t, conns, n, io_timeout_ms(p, &conns[0]), &o->halt, e) != 0)
         return STEP_FAIL;
     o->t.wire_tx = &o->net;
-    log_msg(p->log, LOG_INFO, "%s: the transfer goes over %d connections", o->name, n);
+    if (!o->session.grow)
+        log_msg(p->log, LOG_INFO, "%s: the transfer goes over %d connections", o->name, n);
+    grow_begin(o);
     return STEP_OK;
 }
 
@@ -443,6 +454,9 @@ bool connection_broke(struct output *o)
 void let_go(struct output *o)
 {
     struct pipeline *p = o->p;
+    grow_end(o);
+    if (o->session.grow)
+        o->nstreams = 1;   /* a session that grows begins again with one */
     /* a connection given up on is reset, not closed: a receiver that had
      * the whole stream must not take its end for the sender having the
      * answer (receiver_answer_home) */

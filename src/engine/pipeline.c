@@ -582,6 +582,7 @@ void weir_destroy(struct weir_engine *e)
         return;
     struct weir_error ignored;
     atomic_bool stopping = true;   /* a child still there is stopped, not awaited */
+    receiver_stop_joins(&p->rx);
     tcp_listener_close(&p->rx.listener);
     if (p->channel_fd >= 0)
         close(p->channel_fd);

@@ -22,6 +22,7 @@
 #include "crypto/tls.h"
 #include "engine/adapt.h"
 #include "engine/ratelimit.h"
+#include "engine/growth.h"
 #include "engine/ring.h"
 #include "format/codec.h"
 #include "format/stream.h"
@@ -171,6 +172,8 @@ struct output {
     bool path_known[CODEC_STREAMS_MAX];            /* lock: that one was sampled */
     int npaths;                /* lock: how many connections carry it (--streams) */
     int nstreams;              /* the writer's: how many it spreads the transfer over */
+    struct growth growth;      /* the writer's, --streams auto: when it takes more (grow.c) */
+    struct grow_job *grow_job; /* the writer's: connections joining now; NULL: none */
     double path_at;            /* the writer's: when it last sampled it */
 };
 

@@ -322,6 +322,7 @@ static int writer_loop(struct output *o, struct weir_error *e)
         size_t n;
         int rc;
         sample_path(o);
+        grow_tick(o);
         if (o->replaying) {
             if ((rc = reread_record(o, tmo, e)) != STEP_OK)
                 return rc;
@@ -348,6 +349,7 @@ static int writer_loop(struct output *o, struct weir_error *e)
 static int writer_end(struct output *o, struct weir_error *e)
 {
     struct pipeline *p = o->p;
+    grow_end(o);   /* the connections still joining carry the end too */
     if (o->session.frame) {
         sync_lock(&p->lock);
         o->bc.ended = true;   /* a success answer may come once the trailer is out */
@@ -508,6 +510,7 @@ void *writer_main(void *arg)
     /* a receiver that answered (a failure of its own) is closed on in
      * order: a reset would take back the acknowledgement of its answer,
      * which is how it knows the answer arrived (reader.c, answer_delivered) */
+    grow_end(o);
     sync_lock(&p->lock);
     bool answered = o->bc.answered;
     sync_unlock(&p->lock);

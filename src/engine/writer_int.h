@@ -84,6 +84,19 @@ int reread_record(struct output *o, int tmo, struct weir_error *e);
  * back, so the sealing runs on -T threads while this one only writes. */
 int sealed_loop(struct output *o, struct weir_error *e);
 
+/* ---- grow.c ---- */
+/* --streams auto (the session's grow): the spread session begins with one
+ * connection, and the writer, with each sample of its paths, asks the
+ * rule (growth.h) whether to take more.  They join on a thread of their
+ * own while the stream goes on, and are added to the stripe once joined.
+ * Writer's thread. */
+void grow_begin(struct output *o);
+void grow_tick(struct output *o);
+/* Wait for connections joining now and add them (or let them go): before
+ * the stream's end, a break, or the close.  No more join after it until
+ * grow_begin. */
+void grow_end(struct output *o);
+
 /* ---- connection.c ---- */
 /* After the last byte: end the stream and wait for the receiver's verdict.
  * --timeout bounds the silence, not the wait: a receiver draining into a
@@ -99,6 +112,14 @@ int raw_confirm(struct output *o, struct weir_error *e);
 int writer_open(struct output *o, bool once, struct weir_error *e);
 /* Whether the connection broke under a session that may resume. */
 bool connection_broke(struct output *o);
+/* Join connections from .. count - 1 (conns[i], each as connection i of
+ * count) to the spread session in parallel (link/sender.h), each on a
+ * thread of its own, so that all take one round of handshakes; rcs[i] says
+ * how each went.  STEP_OK when all joined, else the first failure's step
+ * with *e.  The connections go to the first one's peer: the same receiver.
+ * Any thread. */
+int connection_join(struct output *o, double limit, struct transport *conns, int from,
+                    int count, int *rcs, struct weir_error *e);
 /* Let go of the broken connection: its back channel, the records the
  * workers sealed for it (under its keys, which go with it), the socket. */
 void let_go(struct output *o);

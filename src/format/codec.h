@@ -172,6 +172,14 @@
  * them; the receiver puts the chunks back in order.  The records to the
  * sender stay on the first connection. */
 #define CODEC_FEATURE_STREAMS 0x400u
+/* connections that join a spread transfer while it runs (--streams auto):
+ * a receiver offers it with CODEC_FEATURE_STREAMS, and takes such joins
+ * on its listening socket as long as the stream flows; a sender offers it
+ * (with CODEC_FEATURE_STREAMS) when it begins the spread transfer with its
+ * first connection alone, so the receiver gathers nothing at first, and
+ * later joins carry 'J' with the connections' new count.  After a break
+ * such a transfer begins again with one connection. */
+#define CODEC_FEATURE_GROW 0x800u
 #define CODEC_STREAMS_MAX 16
 #define CODEC_FEATURES (CODEC_FEATURE_KEEPALIVE | CODEC_FEATURE_HOLES | \
                         CODEC_FEATURE_ANSWER_READ | CODEC_FEATURE_ZSTD)   /* every end's */
@@ -180,7 +188,7 @@
                               CODEC_FEATURE_RESUME | CODEC_FEATURE_REREAD | \
                               CODEC_FEATURE_RECORDS2 | CODEC_FEATURE_ANSWER_READ | \
                               CODEC_FEATURE_ZSTD | CODEC_FEATURE_SERVE | \
-                              CODEC_FEATURE_STREAMS)
+                              CODEC_FEATURE_STREAMS | CODEC_FEATURE_GROW)
 /* Whether a greeting claims a key with records of an older form. */
 static inline bool codec_keyed_older(uint32_t features)
 {

@@ -66,6 +66,7 @@ struct admission {
     /* the refusal log is bounded: a flood must not fill a -l file */
     double log_second;          /* the second being counted */
     unsigned logged, unlogged;  /* refusals logged and left out in it */
+    int tick_ms;                /* how often a wait looks at the stop flag */
 };
 
 /* Log one line about a waiting connection (a refusal, a newcomer), at
@@ -250,7 +251,8 @@ size_t listener_serve_greeting(unsigned char *out)
     return codec_greeting(out, CODEC_ROLE_RECEIVER, CODEC_FEATURES | CODEC_FEATURES_KEYED |
                                                         CODEC_FEATURE_RESUME |
                                                         CODEC_FEATURE_SERVE |
-                                                        CODEC_FEATURE_STREAMS);
+                                                        CODEC_FEATURE_STREAMS |
+                                                        CODEC_FEATURE_GROW);
 }
 
 static int greet(struct admission *a, int fd, bool trusted)
@@ -266,7 +268,7 @@ static int greet(struct admission *a, int fd, bool trusted)
                             ? CODEC_FEATURE_RESUME : 0) |
                        (a->cfg->serve && a->cfg->tls ? CODEC_FEATURE_SERVE : 0) |
                        (a->cfg->streams && !a->cfg->serve && a->l->fd >= 0 && !trusted
-                            ? CODEC_FEATURE_STREAMS : 0));
+                            ? CODEC_FEATURE_STREAMS | CODEC_FEATURE_GROW : 0));
     if (os_send(fd, greeting, sizeof greeting, true) ==
         (ssize_t)sizeof greeting)
         return 0;
@@ -965,6 +967,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     peer->spread = a->cfg->streams && !c->plain && !a->cfg->raw &&
                    !c->join && (c->features & CODEC_FEATURE_STREAMS) &&
                    a->l->fd >= 0;
+    peer->grow = peer->spread && (c->features & CODEC_FEATURE_GROW);
     peer->listening = peer->resuming || peer->spread || c->join || a->cfg->join_token;
     if (!peer->listening)
         tcp_listener_close(a->l);
@@ -1030,13 +1033,13 @@ static double expire(struct admission *a, double now)
     return next;
 }
 
-static int wait_ms(double now, double a, double b)
+static int wait_ms(double now, double a, double b, int tick)
 {
     double until = a == 0 ? b : b == 0 ? a : a < b ? a : b;
     if (until == 0)
-        return 1000;   /* the stop flag is looked at after every wake-up anyway */
+        return tick;   /* the stop flag is looked at after every wake-up anyway */
     double ms = (until - now) * 1000.0 + 1;
-    return ms > 1000 ? 1000 : ms < 0 ? 0 : (int)ms;
+    return ms > tick ? tick : ms < 0 ? 0 : (int)ms;
 }
 
 /* Where listener_admit() puts what it admitted. */
@@ -1107,7 +1110,7 @@ static int admission_round(struct admission *a, int lfd, double give_up,
             who[n] = &a->conn[i];
             pfd[n++] = (struct pollfd){.fd = a->conn[i].fd, .events = POLLIN};
         }
-    int r = poll(pfd, (nfds_t)n, wait_ms(now, next, give_up));
+    int r = poll(pfd, (nfds_t)n, wait_ms(now, next, give_up, a->tick_ms));
     if (r < 0 && errno != EINTR)
         return error_sys(err, WEIR_EXIT_NETWORK, errno, "listen %s: poll", a->l->addr);
     if (r <= 0)
@@ -1138,6 +1141,7 @@ static struct admission *admission_new(struct tcp_listener *l, const struct list
     a->l = l;
     a->cfg = cfg;
     a->log = log;
+    a->tick_ms = 1000;
     for (int i = 0; i < LISTENER_PENDING; i++)
         a->conn[i].fd = -1;
     return a;
@@ -1242,6 +1246,59 @@ int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
         if (rc == 1)
             joined += place_join(cfg, log, &back->t, back->nahead, &back->peer, conns, count);
         rc = rc == 1 ? 0 : rc;
+    }
+    int why = errno;
+    for (int i = 0; i < LISTENER_PENDING; i++)
+        if (a->conn[i].fd >= 0)
+            drop(a, &a->conn[i], NULL, NULL);
+    free(a);
+    errno = why;
+    return rc;
+}
+
+/* A late join: one connection more for a transfer under way, put after
+ * the others.  It says which it is and of how many; the receiver numbers
+ * it by its arrival, and checks only that there is room.  Told so ('J'
+ * back), or refused when it sent data before it was taken. */
+static bool answer_late(const struct listener_config *cfg, struct weir_log *log,
+                        struct listener_admitted *got)
+{
+    const char *bad = got->nahead > 0 ? "it sent data before it was taken" : NULL;
+    unsigned char rec[CODEC_SESSION_SIZE];
+    codec_join(rec, cfg->join_token, got->peer.join_index, got->peer.join_count);
+    if (!bad && transport_write_all(&got->t, rec, sizeof rec,
+                                    (int)(cfg->handshake_timeout * 1000), NULL) != 0)
+        bad = "it did not read the answer to its join";
+    OPENSSL_cleanse(rec, sizeof rec);
+    if (!bad)
+        return true;
+    log_msg(log, LOG_WARN, "refused connection %s: %s", got->t.name, bad);
+    struct weir_error ignored;
+    got->t.ops->abort(&got->t);
+    transport_close(&got->t, false, NULL, &ignored);
+    return false;
+}
+
+int listener_join_late(struct tcp_listener *l, const struct listener_config *cfg,
+                       atomic_bool *stop, struct weir_log *log, listener_place_fn place,
+                       void *ctx, struct listener_admitted *got, struct weir_error *err)
+{
+    struct admission *a = admission_new(l, cfg, log, err);
+    if (!a)
+        return -1;
+    a->tick_ms = LISTENER_LATE_TICK_MS;
+    int rc = 0;
+    while (rc == 0) {
+        memset(&got->peer, 0, sizeof got->peer);
+        got->nahead = 0;
+        const struct admitted out = {&got->t, got->ahead, &got->nahead, &got->peer};
+        rc = admission_over(a, stop, l->fd, 0, err) ? -1
+             : admission_round(a, l->fd, 0, &out, err);
+        if (rc == 1 && !got->peer.rejoined) {
+            if (answer_late(cfg, log, got))
+                place(ctx, &got->t);
+            rc = 0;
+        }
     }
     int why = errno;
     for (int i = 0; i < LISTENER_PENDING; i++)

@@ -162,6 +162,7 @@ struct listener_peer {
     bool listening;            /* the listening socket stays open (resuming, or joins) */
     bool resuming;             /* both ends offered resuming */
     bool spread;               /* the sender spreads the transfer: its other connections join */
+    bool grow;                 /* and begins with one: the others join while it runs */
     bool joined;               /* it joined the session of join_token ('J') */
     unsigned join_index, join_count;   /* as which connection, of how many */
     char target[CODEC_TARGET_MAX + 1];   /* serve: the target it asked for; "": none */
@@ -199,5 +200,18 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
 int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
                     atomic_bool *stop, struct weir_log *log, struct transport *conns,
                     unsigned *count, struct listener_admitted *back, struct weir_error *err);
+
+/* The connections that join a spread transfer while it runs (peer->grow):
+ * as listener_gather, but for as long as it runs (until *stop, looked at
+ * every LISTENER_LATE_TICK_MS), each 'J' with join_token answered and
+ * handed to place(ctx, t), which takes it (moved out of *t) or closes it.
+ * Several may be in their handshakes at once.  1 with *got the sender
+ * coming back to resume (resume_token); -1 with *err and errno
+ * (ECANCELED: stop). */
+#define LISTENER_LATE_TICK_MS 100
+typedef void (*listener_place_fn)(void *ctx, struct transport *t);
+int listener_join_late(struct tcp_listener *l, const struct listener_config *cfg,
+                       atomic_bool *stop, struct weir_log *log, listener_place_fn place,
+                       void *ctx, struct listener_admitted *got, struct weir_error *err);
 
 #endif

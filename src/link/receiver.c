@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include "base/sync.h"
+#include "link/joins.h"
 #include "link/receiver.h"
 #include "link/stripe.h"
 #include "os/os.h"
@@ -133,9 +134,10 @@ static void drop_input(struct receiver *r, double since);
 /* The gathered connections (conns[0 .. count-1], the first the input)
  * become the input: the stream in order, and the records to the sender on
  * the first (link/stripe.h).  The listening socket then closes unless the
- * session may resume. */
+ * session may resume, or grows (more connections join while it runs:
+ * joins.h). */
 static int start_gathered(struct receiver *r, struct transport *conns, unsigned count,
-                          struct weir_error *e)
+                          bool grows, struct weir_error *e)
 {
     for (unsigned i = 1; i < count; i++) {
         atomic_fetch_add(r->own.wire_rx, conns[i].wire_before);
@@ -153,6 +155,12 @@ static int start_gathered(struct receiver *r, struct transport *conns, unsigned 
     sync_unlock(r->own.lock);
     if (rc != 0)
         return STEP_FAIL;
+    r->grows = grows;
+    if (grows) {
+        log_msg(r->own.log, LOG_INFO, "%s: the transfer comes over one connection at first, "
+                "and more join it while it runs", r->own.in->name);
+        return receiver_start_joins(r, e) ? STEP_FAIL : STEP_OK;
+    }
     /* a service's process keeps its handed-over socket, to refuse at once
      * what the service still hands it by the session's route */
     if (!resumable && !r->listener.handoff)
@@ -160,6 +168,13 @@ static int start_gathered(struct receiver *r, struct transport *conns, unsigned 
     log_msg(r->own.log, LOG_INFO, "%s: the transfer comes over %u connections",
             r->own.in->name, count);
     return STEP_OK;
+}
+
+/* A spread transfer that grows begins with its first connection alone. */
+static int start_growing(struct receiver *r, struct weir_error *e)
+{
+    struct transport one[1];
+    return start_gathered(r, one, 1, true, e);
 }
 
 /* The sender gave up on the connections while they gathered and came
@@ -208,11 +223,13 @@ static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
             for (int i = 1; i < CODEC_STREAMS_MAX; i++)
                 transport_close(&conns[i], false, NULL, &(struct weir_error){0});
         if (rc == 0)
-            return start_gathered(r, conns, count, e);
+            return start_gathered(r, conns, count, false, e);
         if (rc == 1) {
             take_back(r, &back);
             if (!back.peer.spread)
                 return STEP_OK;
+            if (back.peer.grow)
+                return start_growing(r, e);
             continue;
         }
         if (why == ECANCELED && atomic_load(stop))
@@ -251,7 +268,7 @@ static int name_session(struct receiver *r, struct transport *t,
     sync_lock(r->own.lock);
     r->resumable = peer->resuming;
     sync_unlock(r->own.lock);
-    return peer->spread ? gather(r, stop, e) : STEP_OK;
+    return !peer->spread ? STEP_OK : peer->grow ? start_growing(r, e) : gather(r, stop, e);
 }
 
 int receiver_admit(struct receiver *r, int channel_fd, struct listener_admitted *given,
@@ -290,9 +307,43 @@ static void drop_input(struct receiver *r, double since)
     transport_close(&old, false, NULL, &ignored);
 }
 
+/* The sender came back while the joins thread took the socket (joins.h):
+ * its connection, as listener_admit would have given it. */
+static bool take_returned(struct receiver *r, struct transport *t, struct listener_peer *peer)
+{
+    sync_lock(r->own.lock);
+    bool back = r->has_returned;
+    r->has_returned = false;
+    sync_unlock(r->own.lock);
+    if (!back)
+        return false;
+    *t = r->returned.t;
+    *peer = r->returned.peer;
+    memcpy(r->ahead, r->returned.ahead, r->returned.nahead);
+    r->nahead = r->returned.nahead;
+    transport_none(&r->returned.t);
+    return true;
+}
+
+/* The sender comes back: on the listening socket, or dialled again. */
+static int come_back(struct receiver *r, struct listener_config *cfg, double deadline,
+                     atomic_bool *stop, struct transport *t, struct listener_peer *peer,
+                     struct weir_error *e)
+{
+    /* a receiver that dialled its connection dials again (a pull through ssh) */
+    const struct receiver_dial d = {.dial = r->own.dial, .ctx = r->own.dial_ctx,
+                                    .listener = &r->listener, .cfg = cfg, .log = r->own.log};
+    if (take_returned(r, t, peer))
+        return 0;
+    return d.dial ? dial_again(&d, deadline, stop, t, r->ahead, &r->nahead, peer, e)
+                  : listener_admit(&r->listener, cfg, stop, r->own.log, t, r->ahead,
+                                   &r->nahead, peer, e);
+}
+
 int receiver_readmit(struct receiver *r, double since, double window, atomic_bool *stop,
                      struct weir_error *e)
 {
+    receiver_stop_joins(r);   /* the socket is the sender's way back now */
     drop_input(r, since);
     double start = since > 0 ? since : clock_now();
     struct listener_config cfg = r->own.cfg;
@@ -303,16 +354,11 @@ int receiver_readmit(struct receiver *r, double since, double window, atomic_boo
     struct transport t;
     struct listener_peer peer;
     r->nahead = r->ahead_pos = 0;
-    /* a receiver that dialled its connection dials again (a pull through ssh) */
-    const struct receiver_dial d = {.dial = r->own.dial, .ctx = r->own.dial_ctx,
-                                    .listener = &r->listener, .cfg = &cfg, .log = r->own.log};
-    int rc = d.dial ? dial_again(&d, start + window, stop, &t, r->ahead, &r->nahead,
-                                 &peer, e)
-                    : listener_admit(&r->listener, &cfg, stop, r->own.log, &t, r->ahead,
-                                     &r->nahead, &peer, e);
+    int rc = come_back(r, &cfg, start + window, stop, &t, &peer, e);
     if (rc == 0)
         take_connection(r, &t, true);
-    if (rc == 0 && peer.spread && (rc = gather(r, stop, e)) != STEP_OK) {
+    if (rc == 0 && peer.spread &&
+        (rc = peer.grow ? start_growing(r, e) : gather(r, stop, e)) != STEP_OK) {
         /* the sender was back: what failed is its connections' gathering,
          * which *e says (not the window for its return) */
         errno = rc == STEP_STOP ? ECANCELED : EPROTO;
@@ -359,7 +405,9 @@ bool receiver_knocked(struct receiver *r)
 
 void receiver_refuse_others(struct receiver *r)
 {
-    if ((receiver_resumable(r) || r->listener.handoff) && receiver_knocked(r))
+    /* while joins are taken, their thread refuses the others */
+    if ((receiver_resumable(r) || r->listener.handoff) && !r->joins_running &&
+        receiver_knocked(r))
         listener_refuse_waiting(&r->listener, r->own.cfg.raw, r->own.log);
 }
 
@@ -380,6 +428,11 @@ bool receiver_ahead_left(const struct receiver *r)
 
 bool receiver_stream_over(struct receiver *r, bool whole)
 {
+    receiver_stop_joins(r);
+    struct transport late;
+    struct listener_peer ignored;
+    if (take_returned(r, &late, &ignored))   /* a sender back too late: the stream is over */
+        transport_close(&late, false, NULL, &(struct weir_error){0});
     sync_lock(r->own.lock);
     bool resumable = r->resumable;
     r->resumable = false;   /* nothing more to confirm or resume */
@@ -391,6 +444,8 @@ bool receiver_stream_over(struct receiver *r, bool whole)
         tcp_listener_close(&r->listener);
         OPENSSL_cleanse(r->token, sizeof r->token);
     }
+    if (r->grows && !resumable && !r->listener.handoff)
+        tcp_listener_close(&r->listener);   /* it stayed for the joins alone */
     return home;
 }
 
@@ -453,6 +508,14 @@ static bool broken_session(struct receiver *r, bool ended, ssize_t got, int err)
  * back.  (A stranger knocking at such a time only makes a live sender
  * reconnect.)  Its reads wait a second at a time, which keeps the state of
  * a record under way. */
+static bool sender_returned(struct receiver *r)
+{
+    sync_lock(r->own.lock);
+    bool back = r->has_returned;
+    sync_unlock(r->own.lock);
+    return back;
+}
+
 static ssize_t read_watching(struct receiver *r, void *buf, size_t n, int timeout_ms,
                              bool *silent)
 {
@@ -469,7 +532,7 @@ static ssize_t read_watching(struct receiver *r, void *buf, size_t n, int timeou
         double quiet = clock_now() - since;
         if (timeout_ms >= 0 && quiet * 1000 >= timeout_ms)
             return -1;   /* --timeout: ETIMEDOUT */
-        if (quiet >= RECEIVER_SILENCE_SECS && receiver_knocked(r)) {
+        if (sender_returned(r) || (quiet >= RECEIVER_SILENCE_SECS && receiver_knocked(r))) {
             *silent = true;
             errno = ETIMEDOUT;
             return -1;
@@ -478,11 +541,13 @@ static ssize_t read_watching(struct receiver *r, void *buf, size_t n, int timeou
 }
 
 /* Why a read (got, errno) broke a session that may resume, in words. */
-static void break_cause(const struct receiver *r, ssize_t got, bool silent,
+static void break_cause(struct receiver *r, ssize_t got, bool silent,
                         char cause[RECEIVER_CAUSE_MAX])
 {
     size_t len = RECEIVER_CAUSE_MAX;
-    if (silent)
+    if (silent && sender_returned(r))
+        snprintf(cause, len, "the sender came back on a new connection");
+    else if (silent)
         snprintf(cause, len, "it said nothing for %g s, and a new connection is waiting",
                  RECEIVER_SILENCE_SECS);
     else if (got == 0)

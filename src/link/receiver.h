@@ -90,6 +90,15 @@ struct receiver {
                                          thread's: the stream ended whole; the listener
                                          and token stay until the sender has the answer */
     double answer_until;              /* the end of the wait for the sender's word */
+    /* a transfer that grows while it runs (listener_peer.grow): the thread
+     * that takes its joins (joins.h), and the sender it took back */
+    bool grows;                       /* the listening socket stays for joins */
+    pthread_t joins;
+    bool joins_running;
+    atomic_bool joins_stop;
+    struct listener_config joins_cfg;
+    struct listener_admitted returned;
+    bool has_returned;                /* lock */
 };
 
 /* Before anything else: no listener, no connection, nothing said. */
@@ -153,6 +162,11 @@ void receiver_refuse_others(struct receiver *r);
  * the bytes taken into buf, 0 when none is left. */
 size_t receiver_take_ahead(struct receiver *r, void *buf, size_t n);
 bool receiver_ahead_left(const struct receiver *r);
+
+/* No more connections join the transfer while it runs (joins.h): the
+ * thread that takes them is stopped.  Before the listening socket closes;
+ * nothing when it does not run. */
+void receiver_stop_joins(struct receiver *r);
 
 /* The stream is over (whole: ended whole and verified): nothing more is
  * confirmed or resumed.  Whether the sender may still come back for the

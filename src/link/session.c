@@ -161,7 +161,8 @@ uint32_t session_features(const struct session_out *s)
 {
     return CODEC_FEATURES | (s->resume ? CODEC_FEATURE_RESUME : 0) |
            (s->resume && s->reread ? CODEC_FEATURE_REREAD : 0) |
-           (s->spread ? CODEC_FEATURE_STREAMS : 0);
+           (s->spread ? CODEC_FEATURE_STREAMS : 0) |
+           (s->spread && s->grow ? CODEC_FEATURE_GROW : 0);
 }
 
 int session_begin(struct session_out *s, int timeout_ms, atomic_bool *stop,

@@ -46,6 +46,8 @@ struct session_out {
     bool reread;             /* and says it reads again what it resends (CODEC_FEATURE_REREAD) */
     bool spread;             /* it spreads the stream over several connections
                                 (CODEC_FEATURE_STREAMS; set only when the receiver offers it) */
+    bool grow;               /* and begins with one, adding more while it runs
+                                (CODEC_FEATURE_GROW; the receiver offers it) */
     /* --target: the target it asks a service for (NULL: none); to a
      * service (CODEC_FEATURE_SERVE) a 'P' record follows the header in the
      * same write, so in the same sealed record */

@@ -285,7 +285,13 @@ static void become(struct transport *st, struct stripe *s, const struct transpor
 
 int stripe_count(const struct transport *st)
 {
-    return st->stripe ? stripe_of(st)->n : 1;
+    if (!st->stripe)
+        return 1;
+    struct stripe *s = stripe_of(st);
+    sync_lock(&s->lock);
+    int n = s->n;
+    sync_unlock(&s->lock);
+    return n;
 }
 
 int stripe_fd(const struct transport *st, int i)
@@ -293,7 +299,10 @@ int stripe_fd(const struct transport *st, int i)
     if (!st->stripe)
         return i == 0 ? st->fd : -1;
     struct stripe *s = stripe_of(st);
-    return i >= 0 && i < s->n ? s->c[i].t.fd : -1;
+    sync_lock(&s->lock);
+    int fd = i >= 0 && i < s->n ? s->c[i].t.fd : -1;
+    sync_unlock(&s->lock);
+    return fd;
 }
 
 struct transport *stripe_first(struct transport *st)
@@ -574,8 +583,10 @@ int stripe_out(struct transport *st, struct transport *conns, int n, int timeout
 {
     struct stripe *s = new_stripe();
     if (s) {
+        /* room for the chunks of every connection that may join later;
+         * memory for those of the ones here */
         s->nq = QUEUE_PER_CONN * n;
-        s->q = calloc((size_t)s->nq, sizeof *s->q);
+        s->q = calloc(QUEUE_PER_CONN * CODEC_STREAMS_MAX, sizeof *s->q);
     }
     for (int i = 0; s && s->q && i < s->nq; i++)
         if (!(s->q[i].mem = malloc(SLOT)))
@@ -840,4 +851,62 @@ int stripe_in(struct transport *st, struct transport *conns, int n, unsigned win
     s->stop = stop;
     s->timeout_ms = -1;
     return launch(st, s, conns, n, gather_main, &in_ops, err);
+}
+
+/* ---- a connection more, while it runs ------------------------------------------ */
+
+/* Why a running stripe cannot take another connection now; NULL: it can. */
+static const char *no_room_locked(const struct stripe *s)
+{
+    if (s->err || atomic_load(&s->quit))
+        return "the transfer's connections failed or stopped";
+    if (s->n >= CODEC_STREAMS_MAX)
+        return "the transfer has all the connections it may have";
+    if (s->out && s->closing)
+        return "the stream has ended";
+    if (!s->out && s->live == 0)
+        return "every connection of the transfer has ended";
+    if (!s->out && 2u * (unsigned)(s->n + 1) > s->window)
+        return "the buffer holds too few chunks for another connection (-m)";
+    return NULL;
+}
+
+int stripe_add(struct transport *st, struct transport *conn, struct weir_error *err)
+{
+    struct stripe *s = st->stripe;
+    unsigned char *mem[QUEUE_PER_CONN] = {NULL};
+    for (int i = 0; s && s->out && i < QUEUE_PER_CONN; i++)
+        mem[i] = malloc(SLOT);
+    sync_lock(&s->lock);
+    const char *bad = no_room_locked(s);
+    if (!bad && s->out && (!mem[0] || !mem[QUEUE_PER_CONN - 1]))
+        bad = "no memory for its chunks";
+    struct conn *c = bad ? NULL : &s->c[s->n];
+    if (c) {
+        *c = (struct conn){.s = s, .index = s->n, .t = *conn, .running = true};
+        /* the thread is made under the lock: a stop that follows sees it
+         * running and waits for it */
+        if (sync_create(&c->thread, s->out ? spread_main : gather_main, c, err) != 0) {
+            bad = "no thread for it";
+            c->running = false;
+        }
+    }
+    if (!bad) {
+        c->started = true;
+        s->running++;
+        for (int i = 0; s->out && i < QUEUE_PER_CONN; i++) {
+            s->q[s->nq++] = (struct chunk){.state = CHUNK_FREE, .mem = mem[i]};
+            mem[i] = NULL;
+        }
+        s->live += !s->out;
+        s->n++;
+        transport_none(conn);
+    }
+    sync_unlock(&s->lock);
+    for (int i = 0; i < QUEUE_PER_CONN; i++)
+        free(mem[i]);
+    if (!bad)
+        return 0;
+    transport_close(conn, false, NULL, &(struct weir_error){0});
+    return error_set(err, WEIR_EXIT_NETWORK, "%s: no connection more: %s", st->name, bad);
 }

@@ -53,6 +53,14 @@ int stripe_out(struct transport *st, struct transport *conns, int n, int timeout
 int stripe_in(struct transport *st, struct transport *conns, int n, unsigned window,
               atomic_bool *stop, struct weir_error *err);
 
+/* A connection more for a running stripe (a join while the transfer runs:
+ * CODEC_FEATURE_GROW), moved in and started as the others were; from now
+ * on chunks go out on it too, or are read from it.  Refused (conn closed)
+ * once the stripe failed or ended, at CODEC_STREAMS_MAX connections, and
+ * at a gathering end whose window has no two chunks for it.  Safe beside
+ * the owner's calls.  0, or -1 with *err. */
+int stripe_add(struct transport *st, struct transport *conn, struct weir_error *err);
+
 /* How many connections carry st (1 when it is not spread), and the
  * descriptor of connection i (its path: os_tcp_stats). */
 int stripe_count(const struct transport *st);

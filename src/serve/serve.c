@@ -49,6 +49,9 @@ struct kid {
     pid_t pid;                 /* 0: a free entry */
     int control;
     bool claimed;              /* a transfer runs: client and target are set */
+    bool parked;               /* its claim (client and target) waits for the target's
+                                  last transfer to end, until park_until */
+    double park_until;
     bool ended;                /* it said how it ended */
     char client[KEY_ID_MAX + 1];
     char target[CODEC_TARGET_MAX + 1];
@@ -368,9 +371,12 @@ static void accept_some(struct service *s, struct tcp_listener *l)
 
 /* ---- what transfers say -------------------------------------------------- */
 
+/* Why a claim is refused, or NULL; *same: because the target has a
+ * transfer under way. */
 static const char *refuse_claim(struct service *s, const char *client, const char *target,
-                                char *why, size_t len)
+                                char *why, size_t len, bool *same)
 {
+    *same = false;
     if (s->stopping)
         return "no the service is stopping";
     for (int i = 0; i < SERVE_KIDS_MAX; i++)
@@ -378,6 +384,7 @@ static const char *refuse_claim(struct service *s, const char *client, const cha
             strcmp(s->kids[i].target, target) == 0) {
             snprintf(why, len, "no busy: client %s target %s has a transfer under way", client,
                      target);
+            *same = true;
             return why;
         }
     if (s->claimed >= s->cur->conf.max_transfers) {
@@ -404,15 +411,21 @@ static uint32_t new_route(struct service *s)
     }
 }
 
-static void take_claim(struct service *s, struct kid *k, const char *msg)
+/* Answer the claim of k (k->client, k->target): granted, refused, or,
+ * when the target's last transfer is still ending, parked (retried as
+ * processes end, until park_until): a client's next transfer to the same
+ * target may come the moment its sender has the last one's answer, while
+ * that transfer's process is still going. */
+static void answer_claim(struct service *s, struct kid *k)
 {
-    char client[KEY_ID_MAX + 1], target[CODEC_TARGET_MAX + 1], why[300];
-    if (k->claimed || sscanf(msg, "claim %64s %63s", client, target) != 2) {
-        log_msg(s->log, LOG_ERROR, "transfer process %ld: a malformed message", (long)k->pid);
-        kill(k->pid, SIGKILL);
+    char why[300];
+    bool same;
+    const char *no = refuse_claim(s, k->client, k->target, why, sizeof why, &same);
+    if (no && same && clock_now() < k->park_until) {
+        k->parked = true;
         return;
     }
-    const char *no = refuse_claim(s, client, target, why, sizeof why);
+    k->parked = false;
     uint32_t route = no ? 0 : new_route(s);
     char ok[32];
     snprintf(ok, sizeof ok, "ok %u", (unsigned)route);
@@ -421,13 +434,33 @@ static void take_claim(struct service *s, struct kid *k, const char *msg)
         return;
     k->route = route;
     k->claimed = true;
-    snprintf(k->client, sizeof k->client, "%s", client);
-    snprintf(k->target, sizeof k->target, "%s", target);
     k->start = clock_now();
     s->claimed++;
     s->pending--;
-    log_msg(s->log, LOG_NOTICE, "client %s target %s: transfer from %s begins", client, target,
-            k->peer);
+    log_msg(s->log, LOG_NOTICE, "client %s target %s: transfer from %s begins", k->client,
+            k->target, k->peer);
+}
+
+static void take_claim(struct service *s, struct kid *k, const char *msg)
+{
+    char client[KEY_ID_MAX + 1], target[CODEC_TARGET_MAX + 1];
+    if (k->claimed || k->parked || sscanf(msg, "claim %64s %63s", client, target) != 2) {
+        log_msg(s->log, LOG_ERROR, "transfer process %ld: a malformed message", (long)k->pid);
+        kill(k->pid, SIGKILL);
+        return;
+    }
+    snprintf(k->client, sizeof k->client, "%s", client);
+    snprintf(k->target, sizeof k->target, "%s", target);
+    k->park_until = clock_now() + SERVE_CLAIM_WAIT_SECS;
+    answer_claim(s, k);
+}
+
+/* The parked claims again: a process ended, or time passed. */
+static void unpark(struct service *s)
+{
+    for (int i = 0; i < SERVE_KIDS_MAX; i++)
+        if (s->kids[i].pid && s->kids[i].parked)
+            answer_claim(s, &s->kids[i]);
 }
 
 static void hear_kid(struct service *s, struct kid *k)
@@ -628,6 +661,7 @@ static void turn(struct service *s)
             accept_some(s, &s->l[i]);
     expire_waiting(s);
     take_signals(s);
+    unpark(s);
     stop_steps(s);
 }
 

@@ -28,6 +28,9 @@
 #define SERVE_MSG_MAX 512
 #define SERVE_LISTEN_MAX 8      /* sockets systemd may pass */
 #define SERVE_CLAIM_SECS 10.0   /* the service answers a claim at once; bound it all the same */
+/* a claim for a target whose last transfer is still ending (its sender has
+ * the answer, its process is not yet gone) waits this long for it */
+#define SERVE_CLAIM_WAIT_SECS 5.0
 
 struct serve_child {
     const struct serve_conf *conf;

@@ -34,6 +34,11 @@
  *                       ECONNREFUSED (a connection that cannot be made: a
  *                       spread sender's joiner, say, once it is back after a
  *                       break)
+ *   tcp_long=MS         getsockopt(TCP_INFO) says the path's round trip is MS
+ *                       milliseconds, and that the connection was busy and
+ *                       limited by the peer's window all the time since the
+ *                       process first asked (a long path that one window
+ *                       cannot fill, on loopback: --streams auto grows)
  *
  * Everything else passes straight through to libc.
  */
@@ -41,6 +46,10 @@
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -97,6 +106,7 @@ static __typeof__(ftruncate) *real_ftruncate;
 static __typeof__(lseek) *real_lseek;
 static __typeof__(sigtimedwait) *real_sigtimedwait;
 static __typeof__(connect) *real_connect;
+static __typeof__(getsockopt) *real_getsockopt;
 
 /* OpenSSL's, declared here so that the shim needs no OpenSSL headers (and
  * links no OpenSSL: found at run time, when the program has it) */
@@ -120,6 +130,7 @@ __attribute__((constructor)) static void shim_init(void)
     real_lseek = (__typeof__(lseek) *)dlsym(RTLD_NEXT, "lseek");
     real_sigtimedwait = (__typeof__(sigtimedwait) *)dlsym(RTLD_NEXT, "sigtimedwait");
     real_connect = (__typeof__(connect) *)dlsym(RTLD_NEXT, "connect");
+    real_getsockopt = (__typeof__(getsockopt) *)dlsym(RTLD_NEXT, "getsockopt");
     real_EVP_EncryptUpdate =
         (__typeof__(EVP_EncryptUpdate) *)dlsym(RTLD_NEXT, "EVP_EncryptUpdate");
     real_EVP_EncryptFinal_ex =
@@ -368,4 +379,31 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
         return -1;
     }
     return real_connect(fd, addr, len);
+}
+
+/* tcp_long: the figures of a long, window-limited path */
+static _Atomic long long first_asked_us;
+
+int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+    REAL(getsockopt);
+    int rc = real_getsockopt(fd, level, name, val, len);
+    unsigned long long ms = fault_num("tcp_long");
+    if (rc != 0 || !ms || level != IPPROTO_TCP || name != TCP_INFO)
+        return rc;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long us = (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+    long long zero = 0;
+    atomic_compare_exchange_strong(&first_asked_us, &zero, us);
+    unsigned long long since = (unsigned long long)(us - atomic_load(&first_asked_us));
+    struct tcp_info *ti = val;
+    if (*len >= offsetof(struct tcp_info, tcpi_rttvar))
+        ti->tcpi_rtt = (uint32_t)(ms * 1000);
+    if (*len >= offsetof(struct tcp_info, tcpi_sndbuf_limited) + sizeof ti->tcpi_sndbuf_limited) {
+        ti->tcpi_busy_time = since;
+        ti->tcpi_rwnd_limited = since;
+        ti->tcpi_sndbuf_limited = 0;
+    }
+    return rc;
 }

@@ -1,0 +1,139 @@
+/*
+ * grow.c - a spread transfer that takes more connections while it runs
+ * (--streams auto): the writer's side of it.  The rule is growth.h; the
+ * joins are connection.c's; the stripe takes each joined connection
+ * (link/stripe.h, stripe_add).  See writer_int.h.
+ *
+ * The joins run on a thread of their own (a job), so the writer never
+ * waits for a handshake while the stream flows: it starts a job when the
+ * rule asks, looks whether it is done with each later sample, and only
+ * waits for it before the stream's end, a break or the close.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "engine/writer_int.h"
+#include "link/listener.h"
+#include "link/stripe.h"
+#include "os/os.h"
+
+struct grow_job {
+    struct output *o;
+    pthread_t thread;
+    int from, to;              /* joining as connections from .. to - 1, of to */
+    struct transport conns[CODEC_STREAMS_MAX];
+    int rc[CODEC_STREAMS_MAX];
+    struct weir_error e;       /* the first failure */
+    atomic_bool done;
+};
+
+static void *job_main(void *arg)
+{
+    struct grow_job *j = arg;
+    thread_unblock_wake();
+    (void)connection_join(j->o, LISTENER_HANDSHAKE_SECS, j->conns, j->from, j->to, j->rc,
+                          &j->e);
+    atomic_store(&j->done, true);
+    return NULL;
+}
+
+void grow_begin(struct output *o)
+{
+    int max = o->session.grow ? CODEC_STREAMS_MAX : 1;
+    growth_init(&o->growth, stripe_count(&o->t), max);
+}
+
+/* The figures of the connections, summed, from the writer's last sample
+ * of their paths (sample_path). */
+static void figures(const struct output *o, struct growth_sample *s)
+{
+    *s = (struct growth_sample){.now = clock_now(), .bytes = atomic_load(&o->net),
+                                .rtt_ms = -1};
+    for (int i = 0; i < o->npaths; i++) {
+        if (!o->path_known[i])
+            continue;
+        const struct os_tcp_stats *st = &o->path[i];
+        if (i == 0)
+            s->rtt_ms = st->rtt_ms;
+        s->busy_us += st->busy_us;
+        s->limited_us += st->rwnd_limited_us + st->sndbuf_limited_us;
+    }
+}
+
+/* Start joining k more. */
+static void start_job(struct output *o, int k)
+{
+    struct grow_job *j = calloc(1, sizeof *j);
+    struct weir_error e;
+    int n = stripe_count(&o->t);
+    if (j) {
+        *j = (struct grow_job){.o = o, .from = n, .to = n + k};
+        for (int i = 0; i < CODEC_STREAMS_MAX; i++)
+            transport_none(&j->conns[i]);
+    }
+    if (!j || sync_create(&j->thread, job_main, j, &e) != 0) {
+        free(j);
+        growth_added(&o->growth, 0);
+        log_msg(o->p->log, LOG_WARN, "%s: no thread to join more connections: going on over %d",
+                o->name, n);
+        return;
+    }
+    log_msg(o->p->log, LOG_DEBUG, "%s: the window limits the path: %d more connection%s",
+            o->name, k, k == 1 ? " joins" : "s join");
+    o->grow_job = j;
+}
+
+/* The job is over: its joined connections go into the stripe. */
+static void finish_job(struct output *o)
+{
+    struct grow_job *j = o->grow_job;
+    sync_join(j->thread);
+    o->grow_job = NULL;
+    int added = 0;
+    struct weir_error e = j->e;
+    for (int i = j->from; i < j->to; i++) {
+        if (j->rc[i] != STEP_OK) {
+            j->conns[i].ops->abort(&j->conns[i]);
+            transport_close(&j->conns[i], false, NULL, &(struct weir_error){0});
+        } else if (stripe_add(&o->t, &j->conns[i], &e) == 0) {
+            added++;
+        }
+    }
+    free(j);
+    growth_added(&o->growth, added);
+    int n = stripe_count(&o->t);
+    o->nstreams = n;
+    if (added > 0)
+        log_msg(o->p->log, LOG_INFO, "%s: the transfer goes over %d connections (the window "
+                "limited the path: --streams auto)", o->name, n);
+    else
+        log_msg(o->p->log, LOG_INFO, "%s: no connection more joined (%s): going on over %d",
+                o->name, e.msg, n);
+}
+
+void grow_tick(struct output *o)
+{
+    if (o->grow_job && atomic_load(&o->grow_job->done))
+        finish_job(o);
+    if (o->grow_job || o->growth.end != GROWTH_ON || !o->t.stripe)
+        return;
+    struct growth_sample s;
+    figures(o, &s);
+    int k = growth_sample(&o->growth, &s);
+    if (o->growth.end == GROWTH_NO_GAIN)
+        log_msg(o->p->log, LOG_INFO, "%s: more connections did not raise the total (%.1f MB/s "
+                "before, %.1f after): going on over %d (--streams auto)", o->name,
+                o->growth.rate_before / 1e6, o->growth.rate / 1e6, o->nstreams);
+    if (k > 0)
+        log_msg(o->p->log, LOG_DEBUG, "%s: %.1f MB/s over %d", o->name, o->growth.rate / 1e6,
+                o->nstreams);
+    if (k > 0)
+        start_job(o, k);
+}
+
+void grow_end(struct output *o)
+{
+    if (o->grow_job)
+        finish_job(o);
+    o->growth.end = o->growth.end == GROWTH_ON ? GROWTH_AT_MOST : o->growth.end;
+}
