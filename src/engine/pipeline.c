@@ -19,7 +19,13 @@
  * ends, below the writer's or the reader's transport: they only move
  * chunks between their connection and the stripe's own chunk memory,
  * under the stripe's own lock, which is never held with p->lock, so the
- * engine's loops and their one lock are as with one connection.  The main
+ * engine's loops and their one lock are as with one connection.  With
+ * --streams auto on a long path the transfer grows while it runs: the
+ * writer starts a short-lived job thread that joins more connections
+ * (grow.c), and adds them to its stripe itself; the receiver's reader has
+ * a thread beside it that owns the listening socket while the stream
+ * flows and adds what joins (link/joins.c), stopped before a break's
+ * readmit and at the stream's end.  The main
  * thread starts them all, turns signals into
  * actions, tells a weir sender that this end is alive, reports status to
  * the observer, moves --adapt's level (adapt.c), joins everything, answers a

@@ -19,9 +19,11 @@ static void place(void *ctx, struct transport *t)
     t->wire_rx = r->own.wire_rx;
     char name[sizeof t->name];
     snprintf(name, sizeof name, "%s", t->name);
-    sync_lock(r->own.lock);
+    /* the input does not change while this thread runs (it is stopped
+     * first); the stripe's lock is never held with the owner's */
     int rc = stripe_add(r->own.in, t, &e);
     int n = stripe_count(r->own.in);
+    sync_lock(r->own.lock);
     if (rc == 0)
         *r->own.streams = (unsigned)n;
     sync_unlock(r->own.lock);
@@ -32,13 +34,21 @@ static void place(void *ctx, struct transport *t)
         log_msg(r->own.log, LOG_WARN, "refused connection %s: %s", name, e.msg);
 }
 
+/* Whether the transfer can take a connection more, asked before the join
+ * is answered, so that one it cannot take is told why. */
+static const char *room(void *ctx)
+{
+    struct receiver *r = ctx;
+    return stripe_room(r->own.in);
+}
+
 static void *joins_main(void *arg)
 {
     struct receiver *r = arg;
     struct weir_error e;
     struct listener_admitted *got = &r->returned;
-    int rc = listener_join_late(&r->listener, &r->joins_cfg, &r->joins_stop, r->own.log, place,
-                                r, got, &e);
+    int rc = listener_join_late(&r->listener, &r->joins_cfg, &r->joins_stop, r->own.log, room,
+                                place, r, got, &e);
     if (rc == 1) {
         sync_lock(r->own.lock);
         r->has_returned = true;   /* receiver_readmit takes it */

@@ -1258,12 +1258,13 @@ int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
 
 /* A late join: one connection more for a transfer under way, put after
  * the others.  It says which it is and of how many; the receiver numbers
- * it by its arrival, and checks only that there is room.  Told so ('J'
- * back), or refused when it sent data before it was taken. */
+ * it by its arrival, and checks only that there is room (no_room: why
+ * not, or NULL).  Told so ('J' back), or refused, told why, when it sent
+ * data before it was taken or there is no room. */
 static bool answer_late(const struct listener_config *cfg, struct weir_log *log,
-                        struct listener_admitted *got)
+                        struct listener_admitted *got, const char *no_room)
 {
-    const char *bad = got->nahead > 0 ? "it sent data before it was taken" : NULL;
+    const char *bad = got->nahead > 0 ? "it sent data before it was taken" : no_room;
     unsigned char rec[CODEC_SESSION_SIZE];
     codec_join(rec, cfg->join_token, got->peer.join_index, got->peer.join_count);
     if (!bad && transport_write_all(&got->t, rec, sizeof rec,
@@ -1273,6 +1274,9 @@ static bool answer_late(const struct listener_config *cfg, struct weir_log *log,
     if (!bad)
         return true;
     log_msg(log, LOG_WARN, "refused connection %s: %s", got->t.name, bad);
+    unsigned char st[CODEC_RECORD_MAX];
+    size_t sn = codec_status(st, WEIR_EXIT_NETWORK, 0, 0, bad);
+    (void)transport_write_all(&got->t, st, sn, 1000, NULL);   /* told, when it reads */
     struct weir_error ignored;
     got->t.ops->abort(&got->t);
     transport_close(&got->t, false, NULL, &ignored);
@@ -1280,8 +1284,9 @@ static bool answer_late(const struct listener_config *cfg, struct weir_log *log,
 }
 
 int listener_join_late(struct tcp_listener *l, const struct listener_config *cfg,
-                       atomic_bool *stop, struct weir_log *log, listener_place_fn place,
-                       void *ctx, struct listener_admitted *got, struct weir_error *err)
+                       atomic_bool *stop, struct weir_log *log, listener_room_fn room,
+                       listener_place_fn place, void *ctx, struct listener_admitted *got,
+                       struct weir_error *err)
 {
     struct admission *a = admission_new(l, cfg, log, err);
     if (!a)
@@ -1295,7 +1300,7 @@ int listener_join_late(struct tcp_listener *l, const struct listener_config *cfg
         rc = admission_over(a, stop, l->fd, 0, err) ? -1
              : admission_round(a, l->fd, 0, &out, err);
         if (rc == 1 && !got->peer.rejoined) {
-            if (answer_late(cfg, log, got))
+            if (answer_late(cfg, log, got, room(ctx)))
                 place(ctx, &got->t);
             rc = 0;
         }

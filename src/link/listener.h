@@ -203,15 +203,19 @@ int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
 
 /* The connections that join a spread transfer while it runs (peer->grow):
  * as listener_gather, but for as long as it runs (until *stop, looked at
- * every LISTENER_LATE_TICK_MS), each 'J' with join_token answered and
- * handed to place(ctx, t), which takes it (moved out of *t) or closes it.
+ * every LISTENER_LATE_TICK_MS), each 'J' with join_token is asked about
+ * (room(ctx): why the transfer cannot take it, or NULL), refused with that
+ * reason, or answered and handed to place(ctx, t), which takes it (moved
+ * out of *t) or closes it.
  * Several may be in their handshakes at once.  1 with *got the sender
  * coming back to resume (resume_token); -1 with *err and errno
  * (ECANCELED: stop). */
 #define LISTENER_LATE_TICK_MS 100
+typedef const char *(*listener_room_fn)(void *ctx);
 typedef void (*listener_place_fn)(void *ctx, struct transport *t);
 int listener_join_late(struct tcp_listener *l, const struct listener_config *cfg,
-                       atomic_bool *stop, struct weir_log *log, listener_place_fn place,
-                       void *ctx, struct listener_admitted *got, struct weir_error *err);
+                       atomic_bool *stop, struct weir_log *log, listener_room_fn room,
+                       listener_place_fn place, void *ctx, struct listener_admitted *got,
+                       struct weir_error *err);
 
 #endif

@@ -871,6 +871,17 @@ static const char *no_room_locked(const struct stripe *s)
     return NULL;
 }
 
+const char *stripe_room(struct transport *st)
+{
+    struct stripe *s = st->stripe;
+    if (!s)
+        return "the transfer is not spread";
+    sync_lock(&s->lock);
+    const char *bad = no_room_locked(s);
+    sync_unlock(&s->lock);
+    return bad;
+}
+
 int stripe_add(struct transport *st, struct transport *conn, struct weir_error *err)
 {
     struct stripe *s = st->stripe;

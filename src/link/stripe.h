@@ -60,6 +60,8 @@ int stripe_in(struct transport *st, struct transport *conns, int n, unsigned win
  * at a gathering end whose window has no two chunks for it.  Safe beside
  * the owner's calls.  0, or -1 with *err. */
 int stripe_add(struct transport *st, struct transport *conn, struct weir_error *err);
+/* Why st could not take a connection more now, in words; NULL: it could. */
+const char *stripe_room(struct transport *st);
 
 /* How many connections carry st (1 when it is not spread), and the
  * descriptor of connection i (its path: os_tcp_stats). */
