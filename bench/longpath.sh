@@ -95,12 +95,14 @@ run_weir() {   # run_weir SENDER-OPTIONS...
     local r=$!
     inB "$TT" waitlisten 9090 10
     local t
-    if ! t=$(secs inA "$W" -q "$@" -i "$RND" -O 10.77.0.2:9090 2>"$T/ws.err"); then
+    if ! t=$(secs inA "$W" -v "$@" -i "$RND" -O 10.77.0.2:9090 2>"$T/ws.err"); then
         kill "$r" 2>/dev/null; wait "$r" 2>/dev/null
         echo "# weir sender failed: $(cat "$T/ws.err")" >&2
         return
     fi
     wait "$r" || { echo "# weir receiver failed: $(cat "$T/wr.err")" >&2; return; }
+    # how many connections carried it (auto: how far it grew, and why it stopped)
+    echo "# weir $*: $(grep -o 'over [0-9]* connections\|going on over [0-9]*\|did not raise the total ([^)]*)' "$T/ws.err" | tr '\n' ' ')" >&2
     mibs "$t"
 }
 run_mbuffer() {

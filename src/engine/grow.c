@@ -17,6 +17,11 @@
 #include "link/stripe.h"
 #include "os/os.h"
 
+/* auto takes at most as many connections as iperf3 -P 8 uses: beyond, a
+ * link's share is what grows, not the path's use (and the window rule
+ * cannot tell a full link from a full send buffer reliably) */
+#define AUTO_STREAMS_MAX 8
+
 struct grow_job {
     struct output *o;
     pthread_t thread;
@@ -39,24 +44,26 @@ static void *job_main(void *arg)
 
 void grow_begin(struct output *o)
 {
-    int max = o->session.grow ? CODEC_STREAMS_MAX : 1;
+    int max = o->session.grow ? AUTO_STREAMS_MAX : 1;
     growth_init(&o->growth, stripe_count(&o->t), max);
 }
 
-/* The figures of the connections, summed, from the writer's last sample
- * of their paths (sample_path). */
+/* The figures of the connections, from the writer's last sample of
+ * their paths (sample_path). */
 static void figures(const struct output *o, struct growth_sample *s)
 {
+    _Static_assert(GROWTH_CONNS_MAX >= CODEC_STREAMS_MAX, "a figure for every connection");
     *s = (struct growth_sample){.now = clock_now(), .bytes = atomic_load(&o->net),
-                                .rtt_ms = -1};
+                                .rtt_ms = -1, .n = o->npaths};
     for (int i = 0; i < o->npaths; i++) {
         if (!o->path_known[i])
             continue;
         const struct os_tcp_stats *st = &o->path[i];
         if (i == 0)
             s->rtt_ms = st->rtt_ms;
-        s->busy_us += st->busy_us;
-        s->limited_us += st->rwnd_limited_us + st->sndbuf_limited_us;
+        s->delivered += (double)st->delivery_rate;
+        s->busy_us[i] = st->busy_us;
+        s->limited_us[i] = st->rwnd_limited_us + st->sndbuf_limited_us;
     }
 }
 

@@ -6,7 +6,7 @@
 
 void growth_init(struct growth *g, int n, int max)
 {
-    *g = (struct growth){.n = n, .max = max};
+    *g = (struct growth){.n = n, .max = max, .mature = n};
     if (n >= max)
         g->end = GROWTH_AT_MOST;
 }
@@ -30,42 +30,111 @@ static bool gained(struct growth *g)
     return false;
 }
 
+/* What connections from .. to - 1 did since the period's start. */
+static void period_of_conns(const struct growth *g, const struct growth_sample *s, int from,
+                            int to, uint64_t *busy, uint64_t *limited)
+{
+    *busy = *limited = 0;
+    for (int i = from; i < to && i < s->n; i++) {
+        *busy += s->busy_us[i] - g->start.busy_us[i];
+        *limited += s->limited_us[i] - g->start.limited_us[i];
+    }
+}
+
+/* Whether the connections added last are past their slow start: window-
+ * limited themselves (or, on a system that does not say, after two
+ * periods), or waited for long enough. */
+static bool settled(struct growth *g, uint64_t busy, uint64_t limited, bool says)
+{
+    g->settled_for++;
+    if (says ? busy > 0 && (double)limited >= GROWTH_LIMITED_MIN * (double)busy
+             : g->settled_for >= 2)
+        return true;
+    return g->settled_for >= GROWTH_SETTLE_MAX;
+}
+
+/* How many to add: GROWTH_FIRST_STEP times one connection, then twice
+ * the number, at most to the limit. */
+static int step(const struct growth *g)
+{
+    int want = g->n == 1 ? GROWTH_FIRST_STEP - 1 : g->n;
+    return want < g->max - g->n ? want : g->max - g->n;
+}
+
+/* Connections to add after a period that says (busy > 0): as many as
+ * there are while the older ones are window-limited, else none. */
+static int room_for(const struct growth *g, uint64_t busy, uint64_t mbusy, uint64_t mlimited,
+                    double secs)
+{
+    if ((double)busy < GROWTH_BUSY_MIN * g->n * secs * 1e6)
+        return 0;   /* the data, not the path, is what is slow */
+    if (mbusy == 0 || (double)mlimited < GROWTH_LIMITED_MIN * (double)mbusy)
+        return 0;   /* the link, not the window: more would only compete */
+    return step(g);
+}
+
 /* A period ended (from g->start to s): how many to add. */
 static int judge(struct growth *g, const struct growth_sample *s)
 {
     double secs = s->now - g->start.now;
+    /* what the path delivered, not what went into the sockets' buffers
+     * (a new connection's buffer fills at once, which is no gain): the
+     * less of what was sent and the system's estimate of delivery */
     g->rate = (double)(s->bytes - g->start.bytes) / secs;
-    uint64_t busy = s->busy_us - g->start.busy_us;
-    uint64_t limited = s->limited_us - g->start.limited_us;
-    bool says = s->busy_us > 0;
+    if (g->dcount && g->dsum / g->dcount < g->rate)
+        g->rate = g->dsum / g->dcount;
+    g->dsum = 0;
+    g->dcount = 0;
+    uint64_t busy, limited, nbusy, nlimited, mbusy, mlimited;
+    period_of_conns(g, s, 0, g->n, &busy, &limited);
+    period_of_conns(g, s, g->before, g->n, &nbusy, &nlimited);
+    period_of_conns(g, s, 0, g->mature, &mbusy, &mlimited);
+    bool says = busy > 0;
     g->start = *s;
-    if (g->settling) {
-        g->settling = false;   /* the new connections' slow start */
-        return 0;
+    if (g->settling && settled(g, nbusy, nlimited, says)) {
+        g->settling = false;
+        if (!gained(g))
+            return 0;
     }
-    if (g->added && !gained(g))
-        return 0;
-    if (says && (double)busy < GROWTH_BUSY_MIN * g->n * secs * 1e6)
-        return 0;   /* the data, not the path, is what is slow */
-    if (says && (double)limited < GROWTH_LIMITED_MIN * (double)busy)
-        return 0;   /* the link, not the window: more would only compete */
-    int k = g->n < g->max - g->n ? g->n : g->max - g->n;
-    g->rate_before = g->rate;
-    g->before = g->n;
+    if (g->settling)
+        return 0;   /* the last addition awaits its judgement */
+    int k = says ? room_for(g, busy, mbusy, mlimited, secs) : step(g);
+    if (k > 0) {   /* its total will be judged against this one */
+        g->rate_before = g->rate;
+        g->before = g->n;
+        g->added = 0;
+    }
     return k;
+}
+
+/* Whether s goes on from g->start: the same connections, nothing back. */
+static bool goes_on(const struct growth *g, const struct growth_sample *s)
+{
+    if (s->n != g->start.n || s->n > GROWTH_CONNS_MAX || s->now < g->start.now ||
+        s->bytes < g->start.bytes)
+        return false;
+    for (int i = 0; i < s->n; i++)
+        if (s->busy_us[i] < g->start.busy_us[i] || s->limited_us[i] < g->start.limited_us[i])
+            return false;
+    return true;
 }
 
 int growth_sample(struct growth *g, const struct growth_sample *s)
 {
     if (g->end != GROWTH_ON)
         return 0;
-    if (!g->begun || s->now < g->start.now || s->bytes < g->start.bytes ||
-        s->busy_us < g->start.busy_us || s->limited_us < g->start.limited_us) {
+    if (!g->begun || !goes_on(g, s)) {
         g->begun = true;   /* a first sample, or the connections changed under it */
         g->start = *s;
+        g->dsum = 0;
+        g->dcount = 0;
         return 0;
     }
-    if (s->now - g->start.now < period_of(s))
+    if (s->delivered > 0) {
+        g->dsum += s->delivered;
+        g->dcount++;
+    }
+    if (s->now - g->start.now < 0.99 * period_of(s))   /* samples come on ticks */
         return 0;
     return judge(g, s);
 }
@@ -76,9 +145,11 @@ void growth_added(struct growth *g, int k)
         g->end = GROWTH_JOINS_FAILED;
         return;
     }
+    g->mature = g->n;
     g->n += k;
-    g->added = k;
+    g->added += k;
     g->settling = true;
+    g->settled_for = 0;
     g->begun = false;   /* the next sample counts the new connections too */
     if (g->n >= g->max)
         g->end = GROWTH_AT_MOST;

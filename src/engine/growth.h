@@ -3,24 +3,31 @@
  * auto): the rule alone, fed with samples, so that a test can drive it.
  *
  * One TCP connection moves at most its window each round trip.  auto
- * begins with one connection and, every period (five round trips, between
- * GROWTH_PERIOD_MIN and GROWTH_PERIOD_MAX seconds), looks at what the
- * connections did in it:
+ * begins with one connection and, every period (GROWTH_PERIOD_RTTS round
+ * trips, between GROWTH_PERIOD_MIN and GROWTH_PERIOD_MAX seconds), looks
+ * at what the connections did in it:
  *   - busy: the share of the period they had data in flight.  Under
  *     GROWTH_BUSY_MIN the producer (or the receiver's consumer) is what
  *     limits, and more connections would not help: nothing is added;
  *   - window-limited: the share of their busy time that the peer's window
  *     or their own send buffer limited them (Linux's tcpi_rwnd_limited and
  *     tcpi_sndbuf_limited).  At GROWTH_LIMITED_MIN or more the path has
- *     room the window cannot use: the connections double (at most to the
- *     limit).  A system that does not say (busy 0) is taken as limited
- *     while the path is long, and the next rule decides;
- *   - after connections were added, the period that follows is left to
- *     their slow start, and the one after it is compared with the last
- *     period before: unless the total rose by GROWTH_GAIN_MIN of what the
- *     new connections could add (k of n: 1 + GAIN * k / n), one more does
- *     not raise the total, and the growth ends for good.  So weir takes no
- *     more than its share of a link others use, nor of one it fills.
+ *     room the window cannot use, and connections are added: the first
+ *     time up to GROWTH_FIRST_STEP, then twice as many, at most to the
+ *     limit.  A system that does not say (busy 0) is taken as limited,
+ *     and the total decides;
+ *   - after an addition nothing more is added until the new connections
+ *     are past their slow start (window-limited themselves, or after
+ *     GROWTH_SETTLE_MAX periods).  That period's total is then compared
+ *     with the last one's before the addition; unless it rose by
+ *     GROWTH_GAIN_MIN of what the new connections could add (k more on
+ *     n: 1 + GAIN * k / n), more connections do not raise it, and the
+ *     growth ends for good.  The total is what the path delivered: the
+ *     less of what was sent and the system's estimate of delivery (a new
+ *     connection's send buffer fills at once, which is no gain).
+ * So weir takes no more than its share of a link others use, nor of one
+ * it fills, where the connections stop being window-limited or stop
+ * raising the total.
  *
  * Contract: growth_init(), then growth_sample() with each sample (at any
  * rate: the rule keeps its own periods); it returns how many connections
@@ -33,20 +40,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define GROWTH_PERIOD_MIN 0.5
+#define GROWTH_CONNS_MAX 16
+#define GROWTH_PERIOD_MIN 0.25
 #define GROWTH_PERIOD_MAX 3.0
-#define GROWTH_PERIOD_RTTS 5
+#define GROWTH_PERIOD_RTTS 2
+#define GROWTH_SETTLE_MAX 6
+#define GROWTH_FIRST_STEP 4
 #define GROWTH_BUSY_MIN 0.5
 #define GROWTH_LIMITED_MIN 0.5
 #define GROWTH_GAIN_MIN 0.25
 
-/* What the connections did so far, summed over all of them. */
+/* What the connections did so far. */
 struct growth_sample {
     double now;             /* seconds, any origin */
-    uint64_t bytes;         /* sent on the wire */
-    uint64_t busy_us;       /* with data in flight; 0: the system does not say */
-    uint64_t limited_us;    /* of it, limited by a window (the peer's or the send buffer) */
+    uint64_t bytes;         /* sent on the wire, by all of them */
     double rtt_ms;          /* the first connection's round trip; < 0 unknown */
+    double delivered;       /* bytes a second the path delivers now, all of them (the
+                               system's estimate: TCP_INFO's delivery rate); 0 unknown */
+    int n;                  /* connections, in the order they joined */
+    /* each one's time with data in flight (0: the system does not say),
+     * and of it, limited by a window (the peer's or its send buffer) */
+    uint64_t busy_us[GROWTH_CONNS_MAX], limited_us[GROWTH_CONNS_MAX];
 };
 
 enum growth_end { GROWTH_ON, GROWTH_NO_GAIN, GROWTH_AT_MOST, GROWTH_JOINS_FAILED };
@@ -56,10 +70,15 @@ struct growth {
     enum growth_end end;    /* GROWTH_ON while it may grow */
     bool begun;             /* a period has a start */
     struct growth_sample start;   /* the period's */
-    bool settling;          /* the period after an addition: slow start */
-    int added, before;      /* the last addition (0: none under test), and n before it */
-    double rate_before;     /* bytes a second in the last period before it */
-    double rate;            /* the last period's */
+    bool settling;          /* after an addition: the new ones' slow start */
+    int settled_for;        /* periods since the last addition */
+    int added, before;      /* added since the last judged total (0: none), and n then */
+    int mature;             /* n before the last addition */
+    double rate_before;     /* bytes a second in the last period before them */
+    double rate;            /* the last period's: the mean of the delivery rates sampled in
+                               it, else what was sent over its time */
+    double dsum;            /* the delivery rates sampled in the period, and how many */
+    int dcount;
 };
 
 void growth_init(struct growth *g, int n, int max);

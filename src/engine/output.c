@@ -108,7 +108,7 @@ void plan_holes(struct output *o)
 /* A connection's paths, as the system sees them, for snapshots: sampled
  * here, on the writer's thread that owns the descriptors (a reconnect
  * replaces them outside the lock), at most every PATH_SAMPLE_SECS. */
-#define PATH_SAMPLE_SECS 0.25
+#define PATH_SAMPLE_SECS 0.1
 void sample_path(struct output *o)
 {
     if (o->spec->kind != WEIR_OUT_TCP || o->t.fd < 0 || !o->t.is_socket)

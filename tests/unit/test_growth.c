@@ -4,42 +4,60 @@
  * doubles its connections while each doubling raises the total, and stops
  * when one does not; a path the link limits, a slow producer, and joins
  * that fail take none; a system that says nothing is probed; the limit
- * holds; clocks and counters that go back restart the period.
+ * holds; clocks and counters that go back restart the period; the new
+ * connections' slow start is waited for before the gain is judged.
  */
 #include <stdio.h>
 
 #include "check.h"
 #include "engine/growth.h"
 
-/* A made-up path: n connections, each moving `per` bytes a second, with
- * their busy and window-limited shares; it is sampled every 0.1 s. */
+/* A made-up path, sampled every 0.1 s: its connections' counters. */
 struct path {
     double now;
-    uint64_t bytes, busy, limited;
+    uint64_t bytes;
+    uint64_t busy[GROWTH_CONNS_MAX], limited[GROWTH_CONNS_MAX];
     double rtt_ms;
     bool says;
+    double slow_for;   /* a connection that joined is not window-limited this long */
+    double since[GROWTH_CONNS_MAX];   /* when each joined */
 };
 
-/* Run the rule for secs seconds at `rate` bytes a second in total; the
- * connections are busy `busy` of the time and limited `lim` of that.  The
- * sum of what it asked for. */
+static struct growth_sample sample_of(const struct path *p, int n)
+{
+    struct growth_sample s = {.now = p->now, .bytes = p->bytes, .rtt_ms = p->rtt_ms, .n = n};
+    for (int i = 0; i < n; i++) {
+        s.busy_us[i] = p->busy[i];
+        s.limited_us[i] = p->limited[i];
+    }
+    return s;
+}
+
+/* Run the rule for secs seconds at `rate` bytes a second in total; each
+ * connection is busy `busy` of the time and limited `lim` of that (none
+ * in its first slow_for seconds).  The sum of what it asked for;
+ * *asked_at_n: how many there were at the last ask. */
 static int run(struct growth *g, struct path *p, double secs, double rate, double busy,
                double lim, int *asked_at_n)
 {
     int asked = 0;
-    for (double t = 0; t < secs; t += 0.1) {
+    for (double t = 0; t < secs - 1e-9; t += 0.1) {
         p->now += 0.1;
         p->bytes += (uint64_t)(rate * 0.1);
-        uint64_t b = (uint64_t)(busy * g->n * 0.1 * 1e6);
-        p->busy += p->says ? b : 0;
-        p->limited += p->says ? (uint64_t)(lim * (double)b) : 0;
-        struct growth_sample s = {.now = p->now, .bytes = p->bytes, .busy_us = p->busy,
-                                  .limited_us = p->limited, .rtt_ms = p->rtt_ms};
+        for (int i = 0; p->says && i < g->n; i++) {
+            uint64_t b = (uint64_t)(busy * 0.1 * 1e6);
+            p->busy[i] += b;
+            if (p->now - p->since[i] >= p->slow_for)
+                p->limited[i] += (uint64_t)(lim * (double)b);
+        }
+        struct growth_sample s = sample_of(p, g->n);
         int k = growth_sample(g, &s);
         if (k > 0) {
             if (asked_at_n)
                 *asked_at_n = g->n;
             asked += k;
+            for (int i = g->n; i < g->n + k && i < GROWTH_CONNS_MAX; i++)
+                p->since[i] = p->now;
             growth_added(g, k);
         }
     }
@@ -47,27 +65,28 @@ static int run(struct growth *g, struct path *p, double secs, double rate, doubl
 }
 
 /* A long path whose window holds 25 MB/s a connection, on a link of
- * `link` bytes a second: doubling while it gains. */
+ * 150 MB/s: four, then eight, while each step gains. */
 static void window_limited(void)
 {
     struct growth g;
     growth_init(&g, 1, 16);
     struct path p = {.rtt_ms = 100, .says = true};
-    /* one connection, limited by its window: it doubles after a period
-     * (5 round trips: 0.5 s) */
-    CHECK(run(&g, &p, 0.45, 25e6, 1.0, 0.9, NULL) == 0, "nothing before a period is over");
-    CHECK(run(&g, &p, 0.2, 25e6, 1.0, 0.9, NULL) == 1, "one more when the window limits one");
-    CHECK(g.n == 2, "two now (%d)", g.n);
-    /* two: twice the total; after the slow start's period and the one
-     * compared, it doubles again */
+    /* one connection, limited by its window: four after a period (two
+     * round trips, 0.25 s at least; the first sample begins it) */
+    CHECK(run(&g, &p, 0.3, 25e6, 1.0, 0.9, NULL) == 0, "nothing before a period is over");
+    CHECK(run(&g, &p, 0.1, 25e6, 1.0, 0.9, NULL) == 3, "four when the window limits one");
+    CHECK(g.n == 4, "four now (%d)", g.n);
+    /* four: four times the total; the new ones window-limited at once, so
+     * the gain is judged at the next period, and they double */
     int at = 0;
-    CHECK(run(&g, &p, 1.6, 50e6, 1.0, 0.9, &at) == 2 && at == 2, "two more when two gained "
-          "(asked at n=%d)", at);
-    CHECK(g.n == 4 && g.end == GROWTH_ON, "four, and still growing");
-    /* four fill the link (100 MB/s) and the window no longer limits them:
-     * nothing more, and the growth goes on watching */
-    CHECK(run(&g, &p, 3, 100e6, 1.0, 0.1, NULL) == 0, "none while the link limits");
-    CHECK(g.n == 4 && g.end == GROWTH_ON, "four, watching (%d, end %d)", g.n, g.end);
+    CHECK(run(&g, &p, 0.5, 100e6, 1.0, 0.9, &at) == 4 && at == 4,
+          "four more when four gained (asked at n=%d)", at);
+    CHECK(g.n == 8 && g.end == GROWTH_ON, "eight, and still growing");
+    /* eight fill the link and the window no longer limits them: judged
+     * after GROWTH_SETTLE_MAX periods, a gain, and nothing more */
+    CHECK(run(&g, &p, 3, 150e6, 1.0, 0.1, NULL) == 0, "none while the link limits");
+    CHECK(g.n == 8 && g.end == GROWTH_ON && !g.settling, "eight, watching (%d, end %d)", g.n,
+          g.end);
 }
 
 /* Connections added that do not raise the total: the growth ends. */
@@ -76,11 +95,11 @@ static void no_gain(void)
     struct growth g;
     growth_init(&g, 1, 16);
     struct path p = {.rtt_ms = 50, .says = true};
-    CHECK(run(&g, &p, 0.65, 30e6, 1.0, 1.0, NULL) == 1, "one more at first");
-    /* the total stays at 30 MB/s (a receiver that reads no faster): 1.1
-     * times is under the 1.25 asked of a doubling */
+    CHECK(run(&g, &p, 0.4, 30e6, 1.0, 1.0, NULL) == 3, "three more at first");
+    /* the total stays near 30 MB/s (a receiver that reads no faster):
+     * 1.1 times is under the 1.75 asked of three more on one */
     CHECK(run(&g, &p, 5, 33e6, 1.0, 1.0, NULL) == 0, "no more once it did not gain");
-    CHECK(g.end == GROWTH_NO_GAIN && g.n == 2, "ended for good at two (end %d, n %d)", g.end,
+    CHECK(g.end == GROWTH_NO_GAIN && g.n == 4, "ended for good at four (end %d, n %d)", g.end,
           g.n);
     CHECK(run(&g, &p, 5, 90e6, 1.0, 1.0, NULL) == 0, "and stays ended");
 }
@@ -104,10 +123,10 @@ static void says_nothing(void)
     struct growth g;
     growth_init(&g, 1, 16);
     struct path p = {.rtt_ms = -1, .says = false};
-    CHECK(run(&g, &p, 0.65, 20e6, 0, 0, NULL) == 1, "probed with one more");
-    CHECK(run(&g, &p, 1.1, 40e6, 0, 0, NULL) == 2, "two more after a gain");
-    CHECK(run(&g, &p, 3, 41e6, 0, 0, NULL) == 0 && g.end == GROWTH_NO_GAIN,
-          "no more once a doubling gains nothing (end %d)", g.end);
+    CHECK(run(&g, &p, 0.4, 20e6, 0, 0, NULL) == 3, "probed with three more");
+    CHECK(run(&g, &p, 1.0, 60e6, 0, 0, NULL) == 4, "four more after a gain");
+    CHECK(run(&g, &p, 3, 61e6, 0, 0, NULL) == 0 && g.end == GROWTH_NO_GAIN && g.n == 8,
+          "no more once a doubling gains nothing (end %d, n %d)", g.end, g.n);
 }
 
 /* The limit; joins that fail; a fixed count. */
@@ -116,22 +135,22 @@ static void limits(void)
     struct growth g;
     growth_init(&g, 1, 3);
     struct path p = {.rtt_ms = 10, .says = true};
-    double rate = 10e6;
-    for (int i = 0; i < 6; i++, rate *= 2)
-        run(&g, &p, 1.0, rate, 1.0, 1.0, NULL);
+    for (int i = 0; i < 60; i++)   /* the total scales with the connections */
+        run(&g, &p, 0.1, 10e6 * g.n, 1.0, 1.0, NULL);
     CHECK(g.n == 3 && g.end == GROWTH_AT_MOST, "at most 3 (%d, end %d)", g.n, g.end);
 
     growth_init(&g, 1, 16);
     p = (struct path){.rtt_ms = 10, .says = true};
-    struct growth_sample s = {0};
     int k = 0;
-    for (double t = 0; t < 2 && !k; t += 0.1) {
-        s = (struct growth_sample){.now = t, .bytes = (uint64_t)(t * 1e7),
-                                   .busy_us = (uint64_t)(t * 1e6),
-                                   .limited_us = (uint64_t)(t * 1e6), .rtt_ms = 10};
+    for (int i = 0; i < 40 && !k; i++) {
+        p.now += 0.1;
+        p.bytes += 1000000;
+        p.busy[0] += 100000;
+        p.limited[0] += 100000;
+        struct growth_sample s = sample_of(&p, 1);
         k = growth_sample(&g, &s);
     }
-    CHECK(k == 1, "asked for one");
+    CHECK(k == 3, "asked for three");
     growth_added(&g, 0);
     CHECK(g.end == GROWTH_JOINS_FAILED && g.n == 1, "none joined: the growth ends");
 
@@ -145,17 +164,38 @@ static void going_back(void)
 {
     struct growth g;
     growth_init(&g, 1, 16);
-    struct growth_sample s = {.now = 10, .bytes = 1000000, .busy_us = 900000,
-                              .limited_us = 900000, .rtt_ms = 20};
+    struct path p = {.now = 10, .bytes = 1000000, .rtt_ms = 20, .says = true};
+    p.busy[0] = p.limited[0] = 900000;
+    struct growth_sample s = sample_of(&p, 1);
     CHECK(growth_sample(&g, &s) == 0, "a first sample begins a period");
     s.now = 10.6;
     s.bytes = 10;   /* fewer bytes than before */
     CHECK(growth_sample(&g, &s) == 0, "counters that went back begin it again");
     s.now = 11.2;
     s.bytes = 30000000;
-    s.busy_us = 1500000;
-    s.limited_us = 1500000;
-    CHECK(growth_sample(&g, &s) == 1, "a whole period after that is judged");
+    s.busy_us[0] = s.limited_us[0] = 1500000;
+    CHECK(growth_sample(&g, &s) == 3, "a whole period after that is judged");
+    growth_added(&g, 3);
+    s.n = 1;   /* a sample from before the join took effect */
+    s.now = 12;
+    CHECK(growth_sample(&g, &s) == 0, "a sample of another count of connections begins again");
+}
+
+/* The new connections' slow start: the total is judged only once they
+ * are past it (window-limited themselves, or after GROWTH_SETTLE_MAX
+ * periods), and nothing is added meanwhile. */
+static void slow_start(void)
+{
+    struct growth g;
+    growth_init(&g, 1, 16);
+    struct path p = {.rtt_ms = 100, .says = true, .slow_for = 0.9};
+    p.since[0] = -1000;   /* the first is past its slow start */
+    CHECK(run(&g, &p, 0.4, 25e6, 1.0, 1.0, NULL) == 3, "three more when the first is limited");
+    CHECK(run(&g, &p, 0.7, 25e6, 1.0, 1.0, NULL) == 0 && g.settling && g.end == GROWTH_ON,
+          "no judgement, and none added, while the new ones are in slow start");
+    int at = 0;
+    CHECK(run(&g, &p, 0.6, 100e6, 1.0, 1.0, &at) == 4 && at == 4,
+          "once they are window-limited, the gain is judged and four more join");
 }
 
 int main(void)
@@ -166,5 +206,6 @@ int main(void)
     says_nothing();
     limits();
     going_back();
+    slow_start();
     CHECK_DONE();
 }
