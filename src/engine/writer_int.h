@@ -112,6 +112,9 @@ int raw_confirm(struct output *o, struct weir_error *e);
 int writer_open(struct output *o, bool once, struct weir_error *e);
 /* Whether the connection broke under a session that may resume. */
 bool connection_broke(struct output *o);
+/* ---- joining.c ---- */
+/* What this sender asks of its receiver (link/sender.h). */
+struct sender_terms output_terms(const struct output *o);
 /* Join connections from .. count - 1 (conns[i], each as connection i of
  * count) to the spread session in parallel (link/sender.h), each on a
  * thread of its own, so that all take one round of handshakes; rcs[i] says

@@ -1147,6 +1147,18 @@ static struct admission *admission_new(struct tcp_listener *l, const struct list
     return a;
 }
 
+/* The admission is over: what still waits is dropped unheard, and errno
+ * is kept for the caller. */
+static void admission_free(struct admission *a)
+{
+    int why = errno;
+    for (int i = 0; i < LISTENER_PENDING; i++)
+        if (a->conn[i].fd >= 0)
+            drop(a, &a->conn[i], NULL, NULL);
+    free(a);
+    errno = why;
+}
+
 int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, atomic_bool *stop,
                    struct weir_log *log, struct transport *t, unsigned char *ahead,
                    size_t *nahead, struct listener_peer *peer, struct weir_error *err)
@@ -1247,12 +1259,7 @@ int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
             joined += place_join(cfg, log, &back->t, back->nahead, &back->peer, conns, count);
         rc = rc == 1 ? 0 : rc;
     }
-    int why = errno;
-    for (int i = 0; i < LISTENER_PENDING; i++)
-        if (a->conn[i].fd >= 0)
-            drop(a, &a->conn[i], NULL, NULL);
-    free(a);
-    errno = why;
+    admission_free(a);
     return rc;
 }
 
@@ -1305,11 +1312,6 @@ int listener_join_late(struct tcp_listener *l, const struct listener_config *cfg
             rc = 0;
         }
     }
-    int why = errno;
-    for (int i = 0; i < LISTENER_PENDING; i++)
-        if (a->conn[i].fd >= 0)
-            drop(a, &a->conn[i], NULL, NULL);
-    free(a);
-    errno = why;
+    admission_free(a);
     return rc;
 }
