@@ -67,6 +67,12 @@ inB() { ip netns exec "$B" "$@"; }
 # path RTT_MS: the delay line for that round trip, the addresses, tbf
 path() {
     [ -n "${DL:-}" ] && { kill "$DL"; wait "$DL" 2>/dev/null; DL=; }
+    # the last round trip's devices go with their delay line, not at once
+    for _ in $(seq 100); do
+        ip -n "$A" link show dlA >/dev/null 2>&1 || ip -n "$B" link show dlB >/dev/null 2>&1 ||
+            break
+        sleep 0.05
+    done
     "$T/delayline" "$A" dlA "$B" dlB "$(echo "$1 / 2" | bc -l)" "$LOSS" >"$T/dl.out" \
         2>>"$T/dl.err" &
     DL=$!
