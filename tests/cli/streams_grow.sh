@@ -89,6 +89,23 @@ grep -q "one connection at first\|over [0-9]* connections" "$TMP/err" &&
     { cat "$TMP/err"; fail "the sender spread to a receiver that takes one"; }
 ok "the sender stays on one connection, unspread"
 
+# a receiver whose window has no room for another connection (-m 1M: two
+# chunks): each join is refused before it is answered, told why, and the
+# transfer goes on over one, whole
+gen in 20971529 random
+listen rx.out rx.err -v -f -o out -m 1M -s 128k
+expect 0 "auto to a receiver with no room for more" "${SHIM[@]}" "$WEIR" -v -r 20M -i in \
+    -O "127.0.0.1:$LPORT"
+wait_bounded "$LPID" 30
+[ "$STATUS" -eq 0 ] || { cat rx.err; fail "the receiver exited $STATUS"; }
+same in out "the data arrives over the one connection"
+has_msg rx.err "the buffer holds too few chunks for another connection (-m)" \
+    "the receiver says why it refuses the joins"
+has_msg "$TMP/err" "no connection more joined (receiver: the buffer holds too few chunks" \
+    "the sender is told why, and goes on over one"
+grep -q "joined the transfer while it runs" rx.err && fail "a join was taken without room"
+ok "no join was taken"
+
 # start_growing KEYED: a keyed (KEYED=1) or plain sender that grows, in the
 # background (TPID; its errors in tx.err), once the second connection joined
 start_growing() {
