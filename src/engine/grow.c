@@ -1,7 +1,7 @@
 /*
  * grow.c - a spread transfer that takes more connections while it runs
  * (--streams auto): the writer's side of it.  The rule is growth.h; the
- * joins are connection.c's; the stripe takes each joined connection
+ * joins are joining.c's; the stripe takes each joined connection
  * (link/stripe.h, stripe_add).  See writer_int.h.
  *
  * The joins run on a thread of their own (a job), so the writer never
@@ -131,11 +131,11 @@ void grow_tick(struct output *o)
         log_msg(o->p->log, LOG_INFO, "%s: more connections did not raise the total (%.1f MB/s "
                 "before, %.1f after): going on over %d (--streams auto)", o->name,
                 o->growth.rate_before / 1e6, o->growth.rate / 1e6, o->nstreams);
-    if (k > 0)
+    if (k > 0) {
         log_msg(o->p->log, LOG_DEBUG, "%s: %.1f MB/s over %d", o->name, o->growth.rate / 1e6,
                 o->nstreams);
-    if (k > 0)
         start_job(o, k);
+    }
 }
 
 void grow_end(struct output *o)

@@ -109,13 +109,13 @@ void plan_holes(struct output *o)
  * here, on the writer's thread that owns the descriptors (a reconnect
  * replaces them outside the lock), at most every PATH_SAMPLE_SECS. */
 #define PATH_SAMPLE_SECS 0.1
-void sample_path(struct output *o)
+bool sample_path(struct output *o)
 {
     if (o->spec->kind != WEIR_OUT_TCP || o->t.fd < 0 || !o->t.is_socket)
-        return;
+        return false;
     double now = clock_now();
     if (now - o->path_at < PATH_SAMPLE_SECS)
-        return;
+        return false;
     o->path_at = now;
     int n = stripe_count(&o->t);
     struct os_tcp_stats st[CODEC_STREAMS_MAX];
@@ -130,4 +130,5 @@ void sample_path(struct output *o)
             o->path[i] = st[i];
     }
     sync_unlock(&o->p->lock);
+    return true;
 }

@@ -321,8 +321,8 @@ static int writer_loop(struct output *o, struct weir_error *e)
         const unsigned char *src;
         size_t n;
         int rc;
-        sample_path(o);
-        grow_tick(o);
+        if (sample_path(o))
+            grow_tick(o);   /* fed with the fresh sample */
         if (o->replaying) {
             if ((rc = reread_record(o, tmo, e)) != STEP_OK)
                 return rc;

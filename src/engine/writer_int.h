@@ -46,8 +46,8 @@ int refuse_hole(struct output *o, struct weir_error *e);
 /* Decide how this output passes holes, once it is open and greeted. */
 void plan_holes(struct output *o);
 /* Sample its connection's path for snapshots (os.h, os_tcp_stats), when
- * it is one and the last sample is old enough. */
-void sample_path(struct output *o);
+ * it is one and the last sample is old enough: whether it did. */
+bool sample_path(struct output *o);
 
 /* ---- resume.c ---- */
 /* Stop keeping what the receiver has not confirmed: it cannot resume (it
@@ -86,8 +86,9 @@ int sealed_loop(struct output *o, struct weir_error *e);
 
 /* ---- grow.c ---- */
 /* --streams auto (the session's grow): the spread session begins with one
- * connection, and the writer, with each sample of its paths, asks the
- * rule (growth.h) whether to take more.  They join on a thread of their
+ * connection, and the writer, with each new sample of its paths
+ * (grow_tick after sample_path took one), asks the rule (growth.h) whether
+ * to take more.  They join on a thread of their
  * own while the stream goes on, and are added to the stripe once joined.
  * Writer's thread. */
 void grow_begin(struct output *o);

@@ -64,19 +64,11 @@ static void *joins_main(void *arg)
 
 int receiver_start_joins(struct receiver *r, struct weir_error *e)
 {
-    struct listener_config *cfg = &r->joins_cfg;
-    *cfg = r->own.cfg;
-    cfg->channel_fd = -1;
-    cfg->tests = NULL;
-    cfg->accept_timeout = 0;
-    cfg->join_token = r->token;
-    cfg->join_identity = cfg->tls ? r->identity : NULL;
+    receiver_join_config(r, &r->joins_cfg);
+    r->joins_cfg.accept_timeout = 0;   /* for as long as the stream flows */
     sync_lock(r->own.lock);
-    cfg->resume_token = r->resumable ? r->token : NULL;
     r->has_returned = false;
     sync_unlock(r->own.lock);
-    cfg->resume_identity = cfg->join_identity;
-    cfg->plain_too = false;   /* a joiner greets: plain bytes are a stranger's */
     atomic_store(&r->joins_stop, false);
     if (sync_create(&r->joins, joins_main, r, e) != 0)
         return -1;

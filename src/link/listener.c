@@ -1202,6 +1202,30 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
 
 /* ---- the other connections of a spread transfer ---------------------------- */
 
+/* Answer a join ('J' back, the same), unless it is refused (bad: why),
+ * or the answer cannot go; a refused one is logged, told why (in an 'S'
+ * it reads, if it does) and dropped.  Whether it was answered. */
+static bool answer_join(const struct listener_config *cfg, struct weir_log *log,
+                        struct transport *t, const struct listener_peer *peer, const char *bad)
+{
+    unsigned char rec[CODEC_SESSION_SIZE];
+    codec_join(rec, cfg->join_token, peer->join_index, peer->join_count);
+    if (!bad && transport_write_all(t, rec, sizeof rec, (int)(cfg->handshake_timeout * 1000),
+                                    NULL) != 0)
+        bad = "it did not read the answer to its join";
+    OPENSSL_cleanse(rec, sizeof rec);
+    if (!bad)
+        return true;
+    log_msg(log, LOG_WARN, "refused connection %s: %s", t->name, bad);
+    unsigned char st[CODEC_RECORD_MAX];
+    size_t sn = codec_status(st, WEIR_EXIT_NETWORK, 0, 0, bad);
+    (void)transport_write_all(t, st, sn, 1000, NULL);   /* told, when it reads */
+    struct weir_error ignored;
+    t->ops->abort(t);
+    transport_close(t, false, NULL, &ignored);
+    return false;
+}
+
 /* A joined connection: put in its place (conns[index]) and told so ('J'
  * back), or dropped when it contradicts the others.  Whether it was kept. */
 static bool place_join(const struct listener_config *cfg, struct weir_log *log,
@@ -1213,22 +1237,8 @@ static bool place_join(const struct listener_config *cfg, struct weir_log *log,
                                                                "differently"
                       : conns[peer->join_index].fd >= 0 ? "another connection took its place"
                       : NULL;
-    unsigned char rec[CODEC_SESSION_SIZE];
-    codec_join(rec, cfg->join_token, peer->join_index, peer->join_count);
-    if (!bad && transport_write_all(t, rec, sizeof rec, (int)(cfg->handshake_timeout * 1000),
-                                    NULL) != 0)
-        bad = "it did not read the answer to its join";
-    OPENSSL_cleanse(rec, sizeof rec);
-    if (bad) {
-        log_msg(log, LOG_WARN, "refused connection %s: %s", t->name, bad);
-        unsigned char st[CODEC_RECORD_MAX];
-        size_t sn = codec_status(st, WEIR_EXIT_NETWORK, 0, 0, bad);
-        (void)transport_write_all(t, st, sn, 1000, NULL);   /* told, when it reads */
-        struct weir_error ignored;
-        t->ops->abort(t);
-        transport_close(t, false, NULL, &ignored);
+    if (!answer_join(cfg, log, t, peer, bad))
         return false;
-    }
     *count = peer->join_count;
     conns[peer->join_index] = *t;
     transport_none(t);
@@ -1266,28 +1276,13 @@ int listener_gather(struct tcp_listener *l, const struct listener_config *cfg,
 /* A late join: one connection more for a transfer under way, put after
  * the others.  It says which it is and of how many; the receiver numbers
  * it by its arrival, and checks only that there is room (no_room: why
- * not, or NULL).  Told so ('J' back), or refused, told why, when it sent
- * data before it was taken or there is no room. */
+ * not, or NULL).  Told so, or refused, told why, when it sent data before
+ * it was taken or there is no room. */
 static bool answer_late(const struct listener_config *cfg, struct weir_log *log,
                         struct listener_admitted *got, const char *no_room)
 {
-    const char *bad = got->nahead > 0 ? "it sent data before it was taken" : no_room;
-    unsigned char rec[CODEC_SESSION_SIZE];
-    codec_join(rec, cfg->join_token, got->peer.join_index, got->peer.join_count);
-    if (!bad && transport_write_all(&got->t, rec, sizeof rec,
-                                    (int)(cfg->handshake_timeout * 1000), NULL) != 0)
-        bad = "it did not read the answer to its join";
-    OPENSSL_cleanse(rec, sizeof rec);
-    if (!bad)
-        return true;
-    log_msg(log, LOG_WARN, "refused connection %s: %s", got->t.name, bad);
-    unsigned char st[CODEC_RECORD_MAX];
-    size_t sn = codec_status(st, WEIR_EXIT_NETWORK, 0, 0, bad);
-    (void)transport_write_all(&got->t, st, sn, 1000, NULL);   /* told, when it reads */
-    struct weir_error ignored;
-    got->t.ops->abort(&got->t);
-    transport_close(&got->t, false, NULL, &ignored);
-    return false;
+    return answer_join(cfg, log, &got->t, &got->peer,
+                       got->nahead > 0 ? "it sent data before it was taken" : no_room);
 }
 
 int listener_join_late(struct tcp_listener *l, const struct listener_config *cfg,

@@ -131,6 +131,20 @@ static void take_connection(struct receiver *r, struct transport *t, bool resume
 
 static void drop_input(struct receiver *r, double since);
 
+/* A connection admitted elsewhere (a service, a gathering, the joins
+ * thread) becomes this receiver's: its transport and what its admission
+ * learnt (*t, *peer), and what was read ahead of the stream. */
+static void take_admitted(struct receiver *r, struct listener_admitted *a, struct transport *t,
+                          struct listener_peer *peer)
+{
+    *t = a->t;
+    *peer = a->peer;
+    memcpy(r->ahead, a->ahead, a->nahead);
+    r->nahead = a->nahead;
+    r->ahead_pos = 0;
+    transport_none(&a->t);
+}
+
 /* The gathered connections (conns[0 .. count-1], the first the input)
  * become the input: the stream in order, and the records to the sender on
  * the first (link/stripe.h).  The listening socket then closes unless the
@@ -183,10 +197,10 @@ static int start_growing(struct receiver *r, struct weir_error *e)
 static void take_back(struct receiver *r, struct listener_admitted *back)
 {
     drop_input(r, 0);
-    memcpy(r->ahead, back->ahead, back->nahead);
-    r->nahead = back->nahead;
-    r->ahead_pos = 0;
-    take_connection(r, &back->t, true);
+    struct transport t;
+    struct listener_peer peer;
+    take_admitted(r, back, &t, &peer);
+    take_connection(r, &t, true);
     log_msg(r->own.log, LOG_WARN, "%s: the sender came back before its other connections had "
             "all joined; they join again", r->own.in->name);
 }
@@ -195,22 +209,28 @@ static void take_back(struct receiver *r, struct listener_admitted *back)
  * socket (listener_gather).  A session that may resume takes its sender
  * back there too, should it give up on them before all are in (one was
  * cut while it joined), and gathers again. */
+void receiver_join_config(struct receiver *r, struct listener_config *cfg)
+{
+    *cfg = r->own.cfg;
+    cfg->channel_fd = -1;
+    cfg->tests = NULL;
+    cfg->join_token = r->token;
+    cfg->join_identity = cfg->tls ? r->identity : NULL;
+    sync_lock(r->own.lock);
+    cfg->resume_token = r->resumable ? r->token : NULL;
+    sync_unlock(r->own.lock);
+    cfg->resume_identity = cfg->join_identity;
+    cfg->plain_too = false;   /* a joiner greets: plain bytes are a stranger's */
+}
+
 static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
 {
-    struct listener_config cfg = r->own.cfg;
-    cfg.channel_fd = -1;
-    cfg.tests = NULL;
-    cfg.join_token = r->token;
-    cfg.join_identity = cfg.tls ? r->identity : NULL;
-    sync_lock(r->own.lock);
-    cfg.resume_token = r->resumable ? r->token : NULL;
-    sync_unlock(r->own.lock);
+    struct listener_config cfg;
+    receiver_join_config(r, &cfg);
     /* joins take the handshake time at most; a sender that gives up on
      * one comes back by then, so a session that may resume waits for it
      * twice as long */
     cfg.accept_timeout = cfg.handshake_timeout * (cfg.resume_token ? 2 : 1);
-    cfg.resume_identity = cfg.join_identity;
-    cfg.plain_too = false;   /* a joiner greets: plain bytes are a stranger's */
     for (;;) {
         struct transport conns[CODEC_STREAMS_MAX];
         for (int i = 0; i < CODEC_STREAMS_MAX; i++)
@@ -279,11 +299,7 @@ int receiver_admit(struct receiver *r, int channel_fd, struct listener_admitted 
     struct transport t;
     struct listener_peer peer;
     if (given) {   /* a service admitted it (serve.h): it is ours from here on */
-        t = given->t;
-        peer = given->peer;
-        memcpy(r->ahead, given->ahead, given->nahead);
-        r->nahead = given->nahead;
-        transport_none(&given->t);
+        take_admitted(r, given, &t, &peer);
     } else if (listener_admit(&r->listener, &cfg, stop, r->own.log, &t, r->ahead, &r->nahead,
                               &peer, e)) {
         return errno == ECANCELED && atomic_load(stop) ? STEP_STOP : STEP_FAIL;
@@ -315,14 +331,9 @@ static bool take_returned(struct receiver *r, struct transport *t, struct listen
     bool back = r->has_returned;
     r->has_returned = false;
     sync_unlock(r->own.lock);
-    if (!back)
-        return false;
-    *t = r->returned.t;
-    *peer = r->returned.peer;
-    memcpy(r->ahead, r->returned.ahead, r->returned.nahead);
-    r->nahead = r->returned.nahead;
-    transport_none(&r->returned.t);
-    return true;
+    if (back)
+        take_admitted(r, &r->returned, t, peer);
+    return back;
 }
 
 /* The sender comes back: on the listening socket, or dialled again. */
@@ -502,12 +513,7 @@ static bool broken_session(struct receiver *r, bool ended, ssize_t got, int err)
            (err == EPIPE && (r->own.in->sealed || r->own.in->stripe));
 }
 
-/* Read the input.  While a session may resume, a connection that says
- * nothing for RECEIVER_SILENCE_SECS while a new one waits on the listening
- * socket is taken for broken (*silent): its sender found it dead and came
- * back.  (A stranger knocking at such a time only makes a live sender
- * reconnect.)  Its reads wait a second at a time, which keeps the state of
- * a record under way. */
+/* Whether the joins thread took the sender back (joins.h). */
 static bool sender_returned(struct receiver *r)
 {
     sync_lock(r->own.lock);
@@ -516,6 +522,12 @@ static bool sender_returned(struct receiver *r)
     return back;
 }
 
+/* Read the input.  While a session may resume, a connection that says
+ * nothing for RECEIVER_SILENCE_SECS while a new one waits on the listening
+ * socket is taken for broken (*silent): its sender found it dead and came
+ * back.  (A stranger knocking at such a time only makes a live sender
+ * reconnect.)  Its reads wait a second at a time, which keeps the state of
+ * a record under way. */
 static ssize_t read_watching(struct receiver *r, void *buf, size_t n, int timeout_ms,
                              bool *silent)
 {

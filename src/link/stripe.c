@@ -886,7 +886,7 @@ int stripe_add(struct transport *st, struct transport *conn, struct weir_error *
 {
     struct stripe *s = st->stripe;
     unsigned char *mem[QUEUE_PER_CONN] = {NULL};
-    for (int i = 0; s && s->out && i < QUEUE_PER_CONN; i++)
+    for (int i = 0; s->out && i < QUEUE_PER_CONN; i++)
         mem[i] = malloc(SLOT);
     sync_lock(&s->lock);
     const char *bad = no_room_locked(s);
