@@ -10,6 +10,20 @@
 #include "base/sync.h"
 #include "link/stripe.h"
 
+void receiver_join_config(struct receiver *r, struct listener_config *cfg)
+{
+    *cfg = r->own.cfg;
+    cfg->channel_fd = -1;
+    cfg->tests = NULL;
+    cfg->join_token = r->token;
+    cfg->join_identity = cfg->tls ? r->identity : NULL;
+    sync_lock(r->own.lock);
+    cfg->resume_token = r->resumable ? r->token : NULL;
+    sync_unlock(r->own.lock);
+    cfg->resume_identity = cfg->join_identity;
+    cfg->plain_too = false;   /* a joiner greets: plain bytes are a stranger's */
+}
+
 /* A connection that joined: one more of the stripe, its bytes counted. */
 static void place(void *ctx, struct transport *t)
 {

@@ -23,7 +23,7 @@
 /* 0, or -1 with *e (no thread). */
 int receiver_start_joins(struct receiver *r, struct weir_error *e);
 /* What the listener admits while connections join the session
- * (receiver.c: a gathering, and this thread): 'J' with its token, under
+ * (a gathering in receiver.c, and this thread): 'J' with its token, under
  * its key; its sender's 'R' when it may resume; no plain bytes, no link
  * test.  The caller sets accept_timeout. */
 void receiver_join_config(struct receiver *r, struct listener_config *cfg);

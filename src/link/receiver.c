@@ -209,20 +209,6 @@ static void take_back(struct receiver *r, struct listener_admitted *back)
  * socket (listener_gather).  A session that may resume takes its sender
  * back there too, should it give up on them before all are in (one was
  * cut while it joined), and gathers again. */
-void receiver_join_config(struct receiver *r, struct listener_config *cfg)
-{
-    *cfg = r->own.cfg;
-    cfg->channel_fd = -1;
-    cfg->tests = NULL;
-    cfg->join_token = r->token;
-    cfg->join_identity = cfg->tls ? r->identity : NULL;
-    sync_lock(r->own.lock);
-    cfg->resume_token = r->resumable ? r->token : NULL;
-    sync_unlock(r->own.lock);
-    cfg->resume_identity = cfg->join_identity;
-    cfg->plain_too = false;   /* a joiner greets: plain bytes are a stranger's */
-}
-
 static int gather(struct receiver *r, atomic_bool *stop, struct weir_error *e)
 {
     struct listener_config cfg;
