@@ -185,11 +185,15 @@ ok "-v 0 under mbuffer prints nothing"
 same "$TMP/in" "$TMP/c.out" "-c (O_DSYNC), -L (locked buffer), -Q, -0, --tcptimeo, --truncate"
 
 # ---- -W, the watchdog -----------------------------------------------------------
-# a stalled pipe input
-( sleep 30 ) | "$WEIR" -q -W 1 -o "$TMP/wd1.out" 2>"$TMP/wd1.err" &
+# a stalled pipe input: a fifo this shell holds open and never writes (a
+# pipeline's job would keep "wait" until its writer ended)
+mkfifo "$TMP/silent"
+exec 7<>"$TMP/silent"
+"$WEIR" -q -W 1 -o "$TMP/wd1.out" <"$TMP/silent" 2>"$TMP/wd1.err" &
 wpid=$!
 PIDS+=("$wpid")
 wait_bounded "$wpid" 15
+exec 7>&-
 [ "$STATUS" -eq 3 ] || fail "-W 1, silent input: exit $STATUS, want 3"
 has_msg "$TMP/wd1.err" "watchdog (-W 1): input <stdin> sent nothing for 1 s" "-W: a stalled input is named"
 # a listener nobody connects to

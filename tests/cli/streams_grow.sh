@@ -111,7 +111,7 @@ ok "no join was taken"
 start_growing() {
     local k=()
     [ "$1" = 1 ] && k=(--key-file "$KEY")
-    gen in $(sized 83886091 41943049) random
+    gen in $(sized 25165843 41943049) random
     listen rx.out rx.err -v -f -o out "${k[@]}" "${@:2}"
     "${SHIM[@]}" "$WEIR" -v -r 20M -R 3M "${k[@]}" -i in -O "127.0.0.1:$LPORT" \
         "${@:2}" 2>tx.err &
