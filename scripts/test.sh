@@ -157,7 +157,11 @@ suite release build 1 -Dbuildtype=release
 if ! $quick; then
     package_test
     # the path of FreeBSD, illumos and macOS, proved here (src/os/posix.c)
+    # (streams_join_hostile attacks through the fault shim's long path and
+    # the SYN's mark, which the portable path has not: Linux only)
+    test_args=(--no-suite linux-only)
     suite posix build-posix 1 -Dbuildtype=release -Dplatform=posix
+    test_args=()
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1

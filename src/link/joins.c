@@ -73,6 +73,7 @@ static void *joins_main(void *arg)
         log_msg(r->own.log, LOG_WARN, "%s: no more connections join the transfer: %s",
                 r->listener.addr, e.msg);
     }
+    atomic_store(&r->joins_over, true);   /* the others are refused again */
     return NULL;
 }
 
@@ -84,6 +85,7 @@ int receiver_start_joins(struct receiver *r, struct weir_error *e)
     r->has_returned = false;
     sync_unlock(r->own.lock);
     atomic_store(&r->joins_stop, false);
+    atomic_store(&r->joins_over, false);
     if (sync_create(&r->joins, joins_main, r, e) != 0)
         return -1;
     r->joins_running = true;

@@ -402,9 +402,10 @@ bool receiver_knocked(struct receiver *r)
 
 void receiver_refuse_others(struct receiver *r)
 {
-    /* while joins are taken, their thread refuses the others */
-    if ((receiver_resumable(r) || r->listener.handoff) && !r->joins_running &&
-        receiver_knocked(r))
+    /* while joins are taken, their thread refuses the others; once it
+     * returned (it took the sender's 'R', or failed), this does again */
+    bool joins = r->joins_running && !atomic_load(&r->joins_over);
+    if ((receiver_resumable(r) || r->listener.handoff) && !joins && receiver_knocked(r))
         listener_refuse_waiting(&r->listener, r->own.cfg.raw, r->own.log);
 }
 

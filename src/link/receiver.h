@@ -96,6 +96,8 @@ struct receiver {
     pthread_t joins;
     bool joins_running;
     atomic_bool joins_stop;
+    atomic_bool joins_over;     /* the joins thread returned: it no longer
+                                 * answers on the listening socket */
     struct listener_config joins_cfg;
     struct listener_admitted returned;
     bool has_returned;                /* lock */
