@@ -39,6 +39,7 @@ struct pending {
                                   greeted and what it sends is plain bytes */
     bool trusted;              /* the ssh channel: its sender has no key, and needs none */
     uint64_t received;         /* every byte read from it, the handshake's too */
+    double heard;              /* when the last of them came */
     struct tls_handshake *tls;
     struct pending_secrets *sec;   /* with tls: secret memory (secret.h) */
     bool tester;               /* it greeted as a link tester (role 'T') */
@@ -185,9 +186,23 @@ static bool same_address(const struct sockaddr_storage *x, const struct sockaddr
     return false;
 }
 
-/* Which waiting connection goes first (from addr when it is given): one
- * that has sent nothing before one that has begun its greeting, and among
- * those the oldest. */
+/* A new connection is not quiet yet for this long: a weir sender speaks
+ * only once the receiver's greeting reached it, one round trip and a busy
+ * host's scheduling later. */
+#define LISTENER_GRACE_SECS 1.0
+
+/* Since when a waiting connection has been quiet: its last byte, or, when
+ * it has sent none, a grace after it was accepted. */
+static double quiet_since(const struct pending *c)
+{
+    return c->received > 0 ? c->heard : c->since + LISTENER_GRACE_SECS;
+}
+
+/* Which waiting connection goes first (from addr when it is given): the
+ * one quiet the longest.  A sender speaks within a round trip of the
+ * greeting and goes on speaking until it is admitted, so it is never quiet
+ * for long; a crowd, silent or stalled in its greeting, only waits, and a
+ * churn of half greetings does not push out a sender still reading ours. */
 static struct pending *oldest(struct admission *a, const struct sockaddr_storage *addr,
                               int *from_addr)
 {
@@ -198,8 +213,7 @@ static struct pending *oldest(struct admission *a, const struct sockaddr_storage
         if (c->fd < 0 || (addr && !same_address(&c->addr, addr)))
             continue;
         (*from_addr)++;
-        bool silent = c->have == 0, old_silent = old && old->have == 0;
-        if (!old || (silent && !old_silent) || (silent == old_silent && c->since < old->since))
+        if (!old || quiet_since(c) < quiet_since(old))
             old = c;
     }
     return old;
@@ -218,11 +232,11 @@ static struct pending *evict(struct admission *a, const struct sockaddr_storage 
         struct pending *old = oldest(a, addr, &n);
         if (!old || (addr && n < LISTENER_PER_ADDRESS) || (!addr && a->count < LISTENER_PENDING))
             return NULL;
-        size_t had = old->have;
+        uint64_t had = old->received;
         int r = hear(a, old);
         if (r == 1)
             return old;
-        if (r < 0 || old->have != had)
+        if (r < 0 || old->received != had)
             continue;   /* it went, or it spoke and is no longer first to go */
         drop(a, old, "dropped connection from %s: %s", why);
     }
@@ -838,8 +852,10 @@ static int hear(struct admission *a, struct pending *c)
         ssize_t r = recv(c->fd, in, sizeof in, 0);
         if (r < 0 && (errno == EAGAIN || errno == EINTR))
             return 0;
-        if (r > 0)
+        if (r > 0) {
             c->received += (uint64_t)r;
+            c->heard = clock_now();
+        }
         if (r <= 0) {
             drop(a, c, "dropped connection from %s: %s", "it closed during the handshake");
             return -1;
@@ -875,6 +891,7 @@ static int hear(struct admission *a, struct pending *c)
     }
     c->have += (size_t)r;
     c->received += (uint64_t)r;
+    c->heard = clock_now();
     return judge_weir(a, c);
 }
 

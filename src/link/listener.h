@@ -25,8 +25,10 @@
  *     bytes;
  *   - at most LISTENER_PENDING connections wait at once, and at most
  *     LISTENER_PER_ADDRESS from one address; when a new one does not fit,
- *     a waiting one is dropped (from that address first): one that has sent
- *     nothing before one that has begun its greeting, the oldest first.
+ *     a waiting one is dropped (from that address first): the one quiet
+ *     the longest, since its last byte or, when it sent none, since a
+ *     second after it came (a sender speaks only once the greeting reached
+ *     it, so a new connection is not quiet yet).
  *
  *   - a link tester (weir --link-test, role 'T') is admitted the same way
  *     (with a key: greeting, handshake, its request in the first sealed

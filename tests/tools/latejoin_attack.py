@@ -16,11 +16,12 @@ prints one or more lines saying what the receiver did.
   flood HOST PORT N HOLD [GREET]
       N connections that say nothing (GREET=1: half a greeting; GREET=2: a
       whole greeting with the key bit, then no handshake), held HOLD
-      seconds; prints "open K" (still open at the end) and "greeted G".
+      seconds; prints "sent N greetings" (GREET > 0) once they are sent, then
+      "open K" (still open at the end) and "greeted G".
   churn HOST PORT SECS KEEP
       For SECS, open connections as fast as the listener takes them, each
       sending half a greeting, at most KEEP open at a time (the oldest
-      closed first); prints "opened N".
+      closed first); prints "churning" once KEEP are open, and "opened N".
   slowloris HOST PORT SECS
       A sender's greeting and a 'J' with a made-up token, one byte every
       0.2 s; prints "closed after S s, read: X" once the receiver ends it,
@@ -261,6 +262,7 @@ def mode_flood(host, port, n, hold, greet_half):
                 s.sendall(g)
             except OSError:
                 pass
+        print("sent %d greetings" % len(socks), flush=True)
     until = time.time() + hold
     open_ = set(socks)
     seen = set()
@@ -299,6 +301,8 @@ def mode_churn(host, port, secs, keep):
                 pass
             socks.append(s)
             opened += 1
+            if opened == keep:
+                print("churning", flush=True)
         except OSError:
             time.sleep(0.01)
     for s in socks:
