@@ -57,6 +57,7 @@ void connection_init(struct output *o)
         .on_unnamed = bc_unnamed_locked, .on_failure = bc_failed};
     o->bc.t = &o->t;
     o->bc.halt = &o->halt;
+    o->bc.silence = session_silence(p->cfg->tcp.io_timeout);
     int tcp = 0;
     for (int i = 0; i < p->cfg->noutputs; i++)
         tcp += p->cfg->outputs[i].kind == WEIR_OUT_TCP;

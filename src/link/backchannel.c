@@ -100,8 +100,7 @@ static bool lost(struct backchannel *b, bool resumable, bool eof, size_t got, in
     if (eof)
         snprintf(why, sizeof why, "the receiver's end closed it");
     else if (err == ETIMEDOUT)
-        snprintf(why, sizeof why, "the receiver said nothing for %g s",
-                 BACKCHANNEL_SILENCE_SECS);
+        snprintf(why, sizeof why, "the receiver said nothing for %g s", b->silence);
     else
         snprintf(why, sizeof why, "%s", strerror(err));
     sync_lock(b->own.lock);
@@ -126,7 +125,7 @@ static int hear_all(struct backchannel *b, bool *broke, struct weir_error *e)
         bool resumable = b->resumable;
         sync_unlock(b->own.lock);
         /* a receiver that may resume keeps talking; its silence is a break */
-        int limit = resumable ? (int)(BACKCHANNEL_SILENCE_SECS * 1000) : -1;
+        int limit = resumable ? (int)(b->silence * 1000) : -1;
         if (session_read_record(b->t, limit, b->halt, &r, raw, &got, &eof, e) == 0) {
             rc = heard(b, &r, e);
             continue;

@@ -35,11 +35,6 @@
 #include "transport/transport.h"
 #include "weir/error.h"
 
-/* a receiver that may resume says something at least this often; its
- * silence for this long is a break (it sends keepalives every
- * CODEC_KEEPALIVE_SECS) */
-#define BACKCHANNEL_SILENCE_SECS 10.0
-
 struct backchannel_owner {
     pthread_mutex_t *lock;
     pthread_cond_t *cv;
@@ -58,6 +53,9 @@ struct backchannel {
     struct backchannel_owner own;   /* set once, before the first start */
     struct transport *t;            /* the connection the thread reads */
     atomic_bool *halt;              /* the output must stop */
+    double silence;                 /* a receiver that may resume sends keepalives
+                                       every CODEC_KEEPALIVE_SECS; its silence for
+                                       this long is a break (session_silence) */
     bool several;                   /* one of several receivers: failures name it */
     pthread_t thread;               /* lock: valid while running */
     bool joinable;                  /* the writer's: a thread to join */

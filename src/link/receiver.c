@@ -510,7 +510,7 @@ static bool sender_returned(struct receiver *r)
 }
 
 /* Read the input.  While a session may resume, a connection that says
- * nothing for RECEIVER_SILENCE_SECS while a new one waits on the listening
+ * nothing for session_silence() while a new one waits on the listening
  * socket is taken for broken (*silent): its sender found it dead and came
  * back.  (A stranger knocking at such a time only makes a live sender
  * reconnect.)  Its reads wait a second at a time, which keeps the state of
@@ -529,13 +529,14 @@ static ssize_t read_watching(struct receiver *r, void *buf, size_t n, int timeou
         if (got >= 0 || errno != ETIMEDOUT)
             return got;
         double quiet = clock_now() - since;
-        if (timeout_ms >= 0 && quiet * 1000 >= timeout_ms)
-            return -1;   /* --timeout: ETIMEDOUT */
-        if (sender_returned(r) || (quiet >= RECEIVER_SILENCE_SECS && receiver_knocked(r))) {
+        if (sender_returned(r) ||
+            (quiet >= session_silence(r->own.cfg.io_timeout) && receiver_knocked(r))) {
             *silent = true;
             errno = ETIMEDOUT;
             return -1;
         }
+        if (timeout_ms >= 0 && quiet * 1000 >= timeout_ms)
+            return -1;   /* --timeout: ETIMEDOUT */
     }
 }
 
@@ -548,7 +549,7 @@ static void break_cause(struct receiver *r, ssize_t got, bool silent,
         snprintf(cause, len, "the sender came back on a new connection");
     else if (silent)
         snprintf(cause, len, "it said nothing for %g s, and a new connection is waiting",
-                 RECEIVER_SILENCE_SECS);
+                 session_silence(r->own.cfg.io_timeout));
     else if (got == 0)
         snprintf(cause, len, "the sender's end closed it");
     else if (errno == ETIMEDOUT)

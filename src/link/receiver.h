@@ -47,8 +47,6 @@
 
 #define RECEIVER_ACK_MS 5000      /* for the sender's host to acknowledge the answer */
 #define RECEIVER_HOME_SECS 30.0   /* for a sender to come back for the answer, at most */
-/* a connection silent this long while another knocks is taken for dead */
-#define RECEIVER_SILENCE_SECS 10.0
 #define RECEIVER_CAUSE_MAX 120    /* a break's cause, in words */
 
 /* A receiver that dials its sender (weir_config.input_redial). */
@@ -131,7 +129,8 @@ int receiver_readmit(struct receiver *r, double since, double window, atomic_boo
 /* The reader's source: one read of the input (timeout_ms: -1 for none),
  * as its transport reads, and what the read means for the session.  ended:
  * the stream's trailer was read.  While a session may resume, a connection
- * silent for RECEIVER_SILENCE_SECS while someone knocks is taken for dead.
+ * silent for session_silence(--timeout) while someone knocks is taken for
+ * dead.
  * *how: RECEIVER_BROKE, the read broke a session that may resume before
  * its end (a reset, a cut, a timeout, an encrypted stream cut short, the
  * sender's end closing it): cause says how, and receiver_readmit takes the

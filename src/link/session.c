@@ -105,6 +105,13 @@ int session_read_record(struct transport *t, int timeout_ms, atomic_bool *stop,
                  "weir --raw)"
 #define NOT_LISTENER "it does not seem to be a weir listener"
 
+double session_silence(double io_timeout)
+{
+    if (io_timeout <= 0 || io_timeout >= SESSION_SILENCE_SECS)
+        return SESSION_SILENCE_SECS;
+    return io_timeout < CODEC_SILENCE_MIN ? CODEC_SILENCE_MIN : io_timeout;
+}
+
 int session_read_greeting(struct session_out *s, double limit, atomic_bool *stop,
                           struct weir_error *err)
 {

@@ -67,6 +67,13 @@ struct session_out {
     int npending;
 };
 
+/* A peer that keeps talking (a receiver's keepalives, a sender's data)
+ * and is silent this long has a broken connection: SESSION_SILENCE_SECS,
+ * or a shorter --timeout (io_timeout, 0: none), but at least
+ * CODEC_SILENCE_MIN, four keepalives. */
+#define SESSION_SILENCE_SECS 10.0
+double session_silence(double io_timeout);
+
 void session_out_init(struct session_out *s, struct transport *t, bool greet, bool frame,
                       bool compressed, uint32_t block_max);
 /* Read the receiver's greeting, within limit seconds.  A peer that sends

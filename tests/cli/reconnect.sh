@@ -124,7 +124,7 @@ idle_breaks() {
 }
 idle_breaks "two breaks in a pause of the producer" 150
 idle_breaks "-z, two breaks in a pause of the producer" 150 -z
-idle_breaks "a key, two breaks in a pause of the producer" 1500 --key-file "$KEY" -- \
+idle_breaks "a key, two breaks in a pause of the producer" 600 --key-file "$KEY" -- \
     --key-file "$KEY"
 # a buffer under 8 MiB (twice the receiver's confirmation interval) or 4
 # blocks would wait on every confirmation: such a sender does not offer
@@ -186,15 +186,15 @@ kill "$PPID_" 2>/dev/null
 
 # a black hole once the whole stream is in: an answer written into the
 # connection is swallowed, and so is the sender's word that it read one.
-# The receiver waits for that word; the sender, hearing nothing for 10 s,
-# knocks again, is taken back and given the answer, and both exit 0
-# (before, the receiver took the silence for delivery and left: sender
-# exit 5)
+# The receiver waits for that word; the sender, hearing nothing for its
+# --timeout (3 s, shorter than the 10 s it waits otherwise), knocks again,
+# is taken back and given the answer, and both exit 0 (before, the
+# receiver took the silence for delivery and left: sender exit 5)
 gen "$TMP/small" 3000000 random
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
 cut_proxy "$LPORT" 1 0 silent --at-trailer
-send_both_ok "a black hole after the trailer" "$TMP/small" --reconnect 60
+send_both_ok "a black hole after the trailer" "$TMP/small" --reconnect 60 --timeout 3
 has_msg "$TMP/lerr" "the sender has not said that it read the answer" \
     "a black hole after the trailer: the receiver does not take silence for the sender's word"
 has_msg "$TMP/lerr" "the sender came back for the answer" \
@@ -222,13 +222,14 @@ kill "$PPID_" 2>/dev/null
 
 # a black hole before the receiver named the session (1 byte of the
 # sender's passes): no break this early can be resumed, and the sender says
-# that, not a bare "Connection timed out"
+# that, not a bare "Connection timed out"; its --timeout (3 s) bounds the
+# wait for the name
 rm -f "$TMP/out"
 listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
 cut_proxy "$LPORT" 1 1 silent
 expect 5 "a black hole before the session is named" \
-    "$WEIR" --reconnect 60 -i "$TMP/small" -O "127.0.0.1:$PPORT"
-has_msg "$TMP/err" "the receiver did not name the session within 10 s of the stream's header (a break this early cannot be resumed)" \
+    "$WEIR" --reconnect 60 --timeout 3 -i "$TMP/small" -O "127.0.0.1:$PPORT"
+has_msg "$TMP/err" "the receiver did not name the session within 3 s of the stream's header (a break this early cannot be resumed)" \
     "a black hole before the session is named: said so"
 kill "$LPID" "$PPID_" 2>/dev/null
 
@@ -249,14 +250,17 @@ same "$TMP/small" "$TMP/out" "a short window: whole"
 kill "$PPID_" 2>/dev/null
 
 # a black hole: the proxy stops relaying but keeps both sockets open.  The
-# sender hears no keepalive for 10 s and reconnects; the receiver, which heard nothing for as
-# long with its sender knocking again, lets the old connection go
+# sender hears no keepalive for its --timeout (3 s) and reconnects; the
+# receiver, which heard nothing for its own (5 s) with its sender knocking
+# again, lets the old connection go
 rm -f "$TMP/out"
-listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 --timeout 5 -o "$TMP/out"
 cut_proxy "$LPORT" 1 1000000 silent
-send_both_ok "a black hole" "$TMP/small"
+send_both_ok "a black hole" "$TMP/small" --timeout 3
 has_msg "$TMP/serr" "1 reconnection" "a black hole: the sender reconnects"
-has_msg "$TMP/lerr" "a new connection is waiting" "a black hole: the receiver lets the silent one go"
+has_msg "$TMP/serr" "the receiver said nothing for 3 s" "a black hole: the sender's --timeout bounds the silence"
+has_msg "$TMP/lerr" "it said nothing for 5 s, and a new connection is waiting" \
+    "a black hole: the receiver lets the silent one go"
 same "$TMP/small" "$TMP/out" "a black hole: whole"
 kill "$PPID_" 2>/dev/null
 
@@ -266,7 +270,7 @@ kill "$PPID_" 2>/dev/null
 # exit 5, "the receiver fell silent for 3 s before it answered", and leave
 # the receiver waiting out --reconnect)
 rm -f "$TMP/out"
-listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 --timeout 5 -o "$TMP/out"
 cut_proxy "$LPORT" 1 1000000 silent
 send_both_ok "a black hole at the end, --timeout 3" "$TMP/small" --timeout 3
 has_msg "$TMP/serr" "the receiver said nothing for 3 s after the stream's end" \
@@ -342,9 +346,9 @@ kill "$PPID_" 2>/dev/null
 # anyone else is refused at once, as by a closed port: a second weir sender
 # (and weir as mbuffer, which would otherwise send plain bytes into the
 # backlog and take the silence for success)
-# (a small buffer and a slow output keep the receiver reading for ~10 s)
+# (a small buffer and a slow output keep the receiver reading for ~4 s)
 rm -f "$TMP/out"
-listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -m 4M -R $((SIZE / 10)) -o "$TMP/out"
+listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -m 4M -R $((SIZE / 4)) -o "$TMP/out"
 bg "$WEIR" -i "$TMP/in" -O "127.0.0.1:$LPORT"
 spid=$BPID
 wait_size "$TMP/out" 1000000 20
@@ -452,9 +456,9 @@ done
 changed() {
     local label=$1 file=$2 past=$3 change=$4 msg=$5
     rm -f "$TMP/out"
-    listen "$TMP/rout" "$TMP/lerr" --reconnect 60 -o "$TMP/out"
+    listen "$TMP/rout" "$TMP/lerr" --reconnect 60 --timeout 5 -o "$TMP/out"
     cut_proxy "$LPORT" 1 1000000 silent
-    "$WEIR" -q --progress=json=3 -i "$file" -O "127.0.0.1:$PPORT" 3>"$TMP/p.jsonl" \
+    "$WEIR" -q --timeout 3 --progress=json=3 -i "$file" -O "127.0.0.1:$PPORT" 3>"$TMP/p.jsonl" \
         2>"$TMP/serr" &
     local spid=$! out=0
     PIDS+=("$spid")
