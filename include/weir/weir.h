@@ -70,6 +70,7 @@ struct weir_output {
 struct tcp_settings {
     int family;                 /* AF_UNSPEC, AF_INET (-4) or AF_INET6 (-6) */
     double connect_timeout;     /* seconds to keep retrying; 0 = one attempt */
+    bool refusal_final;         /* the peer listens already: a refusal is not retried */
     double accept_timeout;      /* seconds a listener waits; 0 = for ever */
     double io_timeout;          /* seconds without progress; 0 = off */
     bool raw;                   /* plain bytes: no greeting, no weir stream */

@@ -31,6 +31,10 @@ int io_wait(int fd, short events, int timeout_ms, atomic_bool *stop)
             last = left <= 0;
             wait_ms = last ? 0 : (int)(left * 1000.0) + 1;
         }
+        if (stop && (wait_ms < 0 || wait_ms > IO_STOP_LOOK_MS)) {
+            wait_ms = IO_STOP_LOOK_MS;   /* not the last look: the deadline is further */
+            last = false;
+        }
         struct pollfd pfd = {.fd = fd, .events = events};
         int r = poll(&pfd, 1, wait_ms);
         waited = true;

@@ -7,6 +7,9 @@
  * thread is woken for shutdown (the pipeline sends it a signal).  EAGAIN on a
  * non-blocking descriptor waits in poll(), for at most timeout_ms without
  * progress (-1: no limit), then fails with ETIMEDOUT.  They never spin.
+ * A wait with a stop flag also looks at it every IO_STOP_LOOK_MS, so a
+ * thread that no signal wakes (one with its signals blocked, such as the
+ * ssh start's, whose flag a watching thread sets) stops promptly too.
  * The transports (transport.h) build on them.  Any thread may call them on
  * a descriptor it owns.
  */
@@ -24,6 +27,7 @@ struct iovec;
 ssize_t io_writev(int fd, const struct iovec *iov, int cnt, int timeout_ms, atomic_bool *stop);
 /* Step past n bytes written from an iovec array (which it modifies). */
 void io_iov_advance(struct iovec **iov, int *cnt, size_t n);
+#define IO_STOP_LOOK_MS 100
 /* Wait for fd to be ready for events (POLLIN/POLLOUT); 0 ok, -1 errno. */
 int io_wait(int fd, short events, int timeout_ms, atomic_bool *stop);
 /* After a last record (an abort, a status): read and drop what the peer of

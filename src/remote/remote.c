@@ -545,8 +545,10 @@ static int connect_listening(struct remote *r, bool *tunnel, struct weir_error *
 {
     const struct weir_options *o = r->o;
     const char *host = o->ssh_host;
+    /* the remote weir listens already: a refusal (a firewall that rejects)
+     * is an answer, and the tunnel is taken at once */
     struct tcp_settings ts = {.family = o->family, .connect_timeout = DIRECT_SECS,
-                              .io_timeout = o->io_timeout};
+                              .refusal_final = true, .io_timeout = o->io_timeout};
     /* test-only: a port that refuses, as a firewall between the hosts would */
     const char *blocked = getenv("WEIR_TEST_SSH_DIRECT_PORT");
     if (blocked)
@@ -1336,8 +1338,9 @@ static int server_data(struct remote *r, struct weir_error *err)
     struct tcp_listener l;
     memset(&l, 0, sizeof l);
     l.fd = -1;
+    /* the local weir listens already (--connect-back): a refusal is final */
     struct tcp_settings ts = {.family = AF_UNSPEC, .connect_timeout = DIRECT_SECS,
-                              .io_timeout = 600};
+                              .refusal_final = true, .io_timeout = 600};
     if (r->back_port > 0) {
         if (connect_back(r, &ts, &what, err))
             return -1;
@@ -1708,13 +1711,24 @@ int remote_started(struct remote *r, struct weir_engine *e, struct weir_error *e
     return watch(r, e, err);
 }
 
+/* How long ssh gets to end by itself after the transfer, and again once
+ * its channel is closed: REMOTE_GRACE_SECS, or a shorter --timeout (at
+ * least REMOTE_GRACE_MIN). */
+static double ssh_grace(const struct remote *r)
+{
+    double t = r->o->io_timeout;
+    if (t <= 0 || t >= REMOTE_GRACE_SECS)
+        return REMOTE_GRACE_SECS;
+    return t < REMOTE_GRACE_MIN ? REMOTE_GRACE_MIN : t;
+}
+
 /* The chain's status, once ssh has ended. */
 static int verdict(struct remote *r, int status)
 {
     const char *host = r->o->ssh_host;
     if (!r->ssh_reaped) {
         log_msg(r->log, LOG_ERROR, "ssh %s: still running %g s after the transfer: stopped",
-                host, 2 * REMOTE_GRACE_SECS);
+                host, 2 * ssh_grace(r));
         return status ? status : WEIR_EXIT_NETWORK;
     }
     int ws = r->ssh_status;
@@ -1738,7 +1752,7 @@ static int verdict(struct remote *r, int status)
          * here; the transfer itself is vouched for as above */
         log_msg(r->log, LOG_WARN, "ssh %s: the session was still open %g s after the "
                 "transfer (a process the remote command left behind holds it): ssh stopped; "
-                "%s vouches for the transfer", host, 2 * REMOTE_GRACE_SECS,
+                "%s vouches for the transfer", host, 2 * ssh_grace(r),
                 r->o->pull ? "the stream's verified end" : "the remote end's answer");
         return 0;
     }
@@ -1787,7 +1801,7 @@ int remote_finish(struct remote *r, int status)
         return status;
     /* after a success the remote weir ends by itself; after a failure its
      * channel closes, and it stops as for SIGTERM */
-    if (status != 0 || !ssh_reap(r, REMOTE_GRACE_SECS)) {
+    if (status != 0 || !ssh_reap(r, ssh_grace(r))) {
         /* the remote weir takes the end of its ssh session for a dropped
          * connection it may wait out, unless told first; a channel that may
          * be the stream (the tunnel, or a start that did not get so far)
@@ -1799,7 +1813,7 @@ int remote_finish(struct remote *r, int status)
             close(r->ctl_in);
         r->ctl_in = r->ctl_out = -1;
         /* interrupted: ssh gets a moment, not the grace of a transfer */
-        if (!ssh_reap(r, status >= WEIR_EXIT_SIGNAL ? 1.0 : REMOTE_GRACE_SECS)) {
+        if (!ssh_reap(r, status >= WEIR_EXIT_SIGNAL ? 1.0 : ssh_grace(r))) {
             r->ssh_stopped = true;
             kill(r->ssh_pid, SIGTERM);
             if (!ssh_reap(r, 2.0)) {

@@ -339,6 +339,8 @@ int tcp_connect(const char *host, const char *port, const struct tcp_settings *o
         double now = clock_now();
         if (now >= deadline || o->connect_timeout <= 0)
             break;
+        if (last == ECONNREFUSED && o->refusal_final)
+            return error_sys(err, WEIR_EXIT_NETWORK, last, "%s: connect", name);
         if (attempt == 0)
             log_msg(log, LOG_INFO, "%s: %s; retrying for up to %g s", name, strerror(last),
                     o->connect_timeout);

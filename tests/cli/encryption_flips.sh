@@ -2,9 +2,9 @@
 # Purpose: a flipped bit anywhere in an encrypted session (the greeting, the
 # handshake, any sealed record) is rejected: the sender never exits 0, the
 # receiver never exits 0 nor writes a byte.  Every byte of a short session is
-# flipped in turn by the fault proxy (every 7th under the sanitizers).  The
-# receivers do not wait for a sender to come back (--reconnect 0): the
-# single-connection proxy could not let it.
+# flipped in turn by the fault proxy (every 7th under the sanitizers and on
+# the POSIX build).  The receivers do not wait for a sender to come back
+# (--reconnect 0): the single-connection proxy could not let it.
 . "$(dirname "$0")/lib.sh"
 KEY=$TMP/a.key
 "$WEIR" -q --genkey "$KEY" --key-id alpha || fail "--genkey"
@@ -55,16 +55,24 @@ flip_one() {
     echo "$at $sst $rst $(stat -c %s "$d/out" 2>/dev/null || echo 0)" >>"$TMP/results"
     rm -rf "$d"
 }
+# every byte on the release build; every 7th under the sanitizers and on
+# the POSIX build, whose crypto and framing are the release build's own
+# (only the os seam differs, and one session in seven crosses it as well)
 step=$(sized 1 7)
+[ "${WEIR_PLATFORM:-linux}" = linux ] || step=7
 : >"$TMP/results"
-at=0
-while [ "$at" -lt "$len" ]; do
-    for j in 0 1 2 3 4 5 6 7; do
-        [ $((at + j * step)) -lt "$len" ] && flip_one $((at + j * step)) &
-    done
-    wait
-    at=$((at + 8 * step))
+# eight sessions at a time, a new one as soon as any ends (a flip that
+# leaves one end waiting out --timeout holds only its own place)
+running=0
+for ((at = 0; at < len; at += step)); do
+    if [ "$running" -ge 8 ]; then
+        wait -n
+        running=$((running - 1))
+    fi
+    flip_one "$at" &
+    running=$((running + 1))
 done
+wait
 runs=$(wc -l <"$TMP/results")
 [ "$runs" -ge $(( len / step )) ] || fail "only $runs of the flipped sessions ran"
 # (a flip in the trailer's record comes after the data record was written

@@ -62,6 +62,9 @@ WEIR_TEST_SSH_DIRECT_PORT=1 "$WEIR" "${SSH[@]}" --remote "cat >'$TMP/out'" -i "$
 same "$TMP/in" "$TMP/out" "push without a direct connection: through ssh, identical"
 has_msg "$TMP/err" "the data goes through the ssh connection instead" "the fallback is said"
 has_msg "$TMP/err" "Connection refused" "the fallback says why"
+# the remote weir listens already: a refusal is its answer, not retried
+grep -q "retrying" "$TMP/err" && { cat "$TMP/err" >&2; fail "a refused direct connection was retried"; }
+ok "a refused direct connection is not retried: the tunnel is taken at once"
 WEIR_TEST_SSH_DIRECT_PORT=1 "$WEIR" -q -z "${SSH[@]}" --pull --remote "cat '$TMP/in'" \
     -o "$TMP/out2" 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "pull without a direct connection"; }
 same "$TMP/in" "$TMP/out2" "pull -z without a direct connection: through ssh, identical"
@@ -211,10 +214,14 @@ wait_bounded "$pid" 5
 [ "$STATUS" -eq 143 ] || fail "SIGTERM while ssh logs in: exit $STATUS, want 143"
 ok "SIGTERM while ssh logs in: 143, without waiting for the login"
 
-# SIGTERM while the direct connection is being tried (the port refuses, as
-# a firewall would, and --ssh-direct keeps trying it for 5 s)
-WEIR_TEST_SSH_DIRECT_PORT=1 bg "$WEIR" -v "${SSH[@]}" --ssh-direct --remote "cat >/dev/null" \
-    -i "$TMP/in" 2>"$TMP/direct.err"
+# SIGTERM while the direct connection is being tried (its SYNs are
+# dropped, as by a firewall, and the connection is tried for 5 s)
+python_with socket python3
+"$PY" "$(dirname "$0")/../tools/syn_drop.py" 30 >"$TMP/drop.port" &
+PIDS+=($!)
+wait_for "$TMP/drop.port" "" 10   # a line: the port
+WEIR_TEST_SSH_DIRECT_PORT=$(cat "$TMP/drop.port") bg "$WEIR" -v "${SSH[@]}" --ssh-direct \
+    --remote "cat >/dev/null" -i "$TMP/in" 2>"$TMP/direct.err"
 pid=$BPID
 wait_for "$TMP/direct.err" "answered" 10
 kill -TERM "$pid"
@@ -275,13 +282,13 @@ kill -0 "$spid" 2>/dev/null && fail "the remote consumer $spid still runs after 
 ok "ssh killed mid-transfer: nothing left on the other side"
 # a remote command that leaves a background job holding the ssh session
 # open: the transfer is vouched for by the remote end's answer, so ssh is
-# stopped after the grace period and weir exits 0, saying why (it used to
-# exit 5, "the connection failed")
+# stopped after the grace period (twice --timeout, 3 s, here) and weir
+# exits 0, saying why (it used to exit 5, "the connection failed")
 gen "$TMP/bgin" 60000 random
 rm -f "$TMP/out" "$TMP/bg.pid"
-expect 0 "a remote background job holds the session" "$WEIR" "${SSH[@]}" \
+expect 0 "a remote background job holds the session" "$WEIR" "${SSH[@]}" --timeout 3 \
     --remote "sleep 40 & echo \$! >'$TMP/bg.pid'; cat >'$TMP/out'" -i "$TMP/bgin"
-has_msg "$TMP/err" "a process the remote command left behind holds it" \
+has_msg "$TMP/err" "the session was still open 6 s after the transfer (a process the remote command left behind holds it)" \
     "a remote background job: says why ssh was stopped"
 same "$TMP/bgin" "$TMP/out" "a remote background job: identical"
 [ -s "$TMP/bg.pid" ] && kill "$(cat "$TMP/bg.pid")" 2>/dev/null
