@@ -72,6 +72,14 @@ flip_byte() {
         dd of="$1" bs=1 seek="$2" conv=notrunc status=none || fail "flip: cannot write $1"
 }
 
+# long_path MS: SHIM, a command prefix that runs a weir over a made-up
+# long path (the fault shim's tcp_long: TCP_INFO says MS ms, and that the
+# peer's window limited the connection all the time), under ASan too
+long_path() {
+    SHIM=(env ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" WEIR_FAULT=tcp_long=$1
+          LD_PRELOAD="$FAULTSHIM")
+}
+
 # python_with MODULE PACKAGE: the python3 that imports MODULE into $PY
 # (the first python3 on PATH may be one without Debian's modules), or fail
 # naming the Debian package that scripts/deps.sh installs

@@ -175,7 +175,8 @@ same "$TMP/big" "$TMP/out/tank" "the spread transfer through the service is whol
 has_msg "$TMP/slog" "the transfer comes over 4 connections" "the service's transfer took four"
 if on_linux "ss -K"; then
     n=$(grep -c "the sender is back after" "$TMP/slog")
-    send laptop --target held --streams 4 -R 4M -i "$TMP/big" 2>"$TMP/eh" & ph=$!
+    gen "$TMP/mid" 16000057 random   # 4 s at -R 4M: the cut comes after 1 MiB
+    send laptop --target held --streams 4 -R 4M -i "$TMP/mid" 2>"$TMP/eh" & ph=$!
     wait_for "$TMP/slog" "client laptop target held: transfer from" 10
     i=0
     until [ "$(grep -c "the transfer comes over 4 connections" "$TMP/slog")" -ge 2 ]; do
@@ -189,7 +190,7 @@ if on_linux "ss -K"; then
     ss -K -tn "( sport = :$port )" >/dev/null 2>&1 || fail "ss -K"
     wait_bounded "$ph" 60
     [ "$STATUS" -eq 0 ] || { cat "$TMP/eh" "$TMP/slog" >&2; fail "the cut spread transfer: exit $STATUS"; }
-    same "$TMP/big" "$TMP/out/held" "a spread transfer cut on its way to the service is whole"
+    same "$TMP/mid" "$TMP/out/held" "a spread transfer cut on its way to the service is whole"
     [ "$(grep -c "the sender is back after" "$TMP/slog")" -gt "$n" ] ||
         { cat "$TMP/slog" >&2; fail "the transfer's process did not take the sender back"; }
     ok "the transfer's process took the spread sender back, and its joiners"

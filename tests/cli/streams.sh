@@ -157,7 +157,7 @@ cut_conns() {
 spread_cut() {
     local what=$1 txw=$2 rxw=$3 rxo=$4
     shift 4
-    gen in $(sized 12582917 6291469) random
+    gen in 6291469 random   # 2 s at -R 3M: the cut comes after its first 1 MiB
     # shellcheck disable=SC2086
     listen "$TMP/rx.out" "$TMP/rx.err" -f -o out $rxo
     "$@" --streams 4 -i in -O "127.0.0.1:$LPORT" 2>tx.err &

@@ -16,8 +16,7 @@ KEY=$TMP/k.key
 OTHER=$TMP/other.key
 "$WEIR" --genkey "$KEY" --key-id alpha 2>/dev/null || fail "--genkey"
 "$WEIR" --genkey "$OTHER" --key-id beta 2>/dev/null || fail "--genkey"
-SHIM=(env ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" WEIR_FAULT=tcp_long=50
-      LD_PRELOAD="$FAULTSHIM")
+long_path 50
 
 # loopback: auto stays on one connection, as before
 gen in 4194319 random

@@ -22,8 +22,7 @@ KEY=$TMP/k.key
 OTHER=$TMP/other.key
 "$WEIR" --genkey "$KEY" --key-id alpha 2>/dev/null || fail "--genkey"
 "$WEIR" --genkey "$OTHER" --key-id beta 2>/dev/null || fail "--genkey"
-SHIM=(env ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" WEIR_FAULT=tcp_long=50
-      LD_PRELOAD="$FAULTSHIM")
+long_path 50
 FAKE=00112233445566778899aabbccddeeff
 # want N: case N runs (CASES, a list of numbers, picks some; default all)
 want() { [ -z "${CASES:-}" ] || [[ " $CASES " == *" $1 "* ]]; }
@@ -211,12 +210,10 @@ prefix "SIGTERM to the receiver"
 wait_bounded "$FPID" 20
 fi
 
-# onpath PLAN [SENDER OPTIONS...]: a keyless transfer through an on-path
-# reader (the relay reads the token in 'N'), which joins it once it grew,
-# with PLAN (latejoin_attack.py join); its lines in att.out
-onpath() {
-    local plan=$1
-    shift
+# onpath_relay: a receiver (LPID, rx.err) and an on-path reader in front
+# of it (XPID), a relay that writes its port in pport and the token it reads
+# in 'N' in tok; in, 60 MB to send through it
+onpath_relay() {
     gen in 62914583 random
     listen rx.out rx.err -v -f -o out
     rm -f pport tok
@@ -224,9 +221,22 @@ onpath() {
     XPID=$!
     PIDS+=("$XPID")
     wait_for_file pport 10
+}
+# onpath_send [SENDER OPTIONS...]: the sender (TPID, tx.err), through the
+# relay, keyless, growing over the made-up long path
+onpath_send() {
     "${SHIM[@]}" "$WEIR" -v -r 10M -i in -O "127.0.0.1:$(cat pport)" "$@" 2>tx.err &
     TPID=$!
     PIDS+=("$TPID")
+}
+# onpath PLAN [SENDER OPTIONS...]: a keyless transfer through an on-path
+# reader, which joins it once it grew, with PLAN (latejoin_attack.py join);
+# its lines in att.out
+onpath() {
+    local plan=$1
+    shift
+    onpath_relay
+    onpath_send "$@"
     wait_for_file tok 10
     wait_for rx.err "joined the transfer while it runs: 2 connections" 20
     "${ATT[@]}" join 127.0.0.1 "$LPORT" "$(cat tok)" "$plan" 5 9 >att.out 2>&1
@@ -272,19 +282,11 @@ fi
 # ---- 6. the on-path reader sends the sender's 'R' (its token) while the
 # joins thread holds the socket, before the transfer grows
 if want 6; then
-    gen in 62914583 random
-    listen rx.out rx.err -v -f -o out
-    rm -f pport tok
-    "${ATT[@]}" proxy pport "$LPORT" tok >proxy.out 2>&1 &
-    XPID=$!
-    PIDS+=("$XPID")
-    wait_for_file pport 10
+    onpath_relay
     "${ATT[@]}" resume 127.0.0.1 "$LPORT" @tok >att.out 2>&1 &
     APID=$!
-    sleep 0.3
-    "${SHIM[@]}" "$WEIR" -v -r 10M -i in -O "127.0.0.1:$(cat pport)" 2>tx.err &
-    TPID=$!
-    PIDS+=("$TPID")
+    wait_for att.out "waiting for the token" 10
+    onpath_send
     # once the joins thread has taken that 'R' it answers no more: a join
     # that comes then is refused at once (busy), not left without a word
     wait_for rx.err "the sender came back on a new connection" 20

@@ -41,7 +41,8 @@ prints one or more lines saying what the receiver did.
       and then "held until closed after S s" or "held S s".
   resume HOST PORT TOKENHEX
       Greeting (resume bit) and 'R' with TOKENHEX (@FILE: the token FILE
-      will hold), then silence for 15 s;
+      will hold; "waiting for the token" is printed first), then silence
+      for 15 s;
       prints what the receiver said, or "held ...".
   header HOST PORT
       Greeting and a stream header: a new transfer on a listener that has
@@ -179,18 +180,30 @@ def answer(s, secs=20):
         return "other " + typ
 
 
-def held(s, secs):
+def watch(s, secs, tick=None):
+    """Read s for at most secs, a look every 0.2 s (tick(), when given,
+    runs before each look); returns (closed, seconds, bytes read)."""
+    got = b""
     t0 = time.time()
     while time.time() - t0 < secs:
+        if tick:
+            tick()
         r, _, _ = select.select([s], [], [], 0.2)
-        if r:
-            try:
-                got = s.recv(65536)
-            except OSError:
-                got = b""
-            if not got:
-                return "held until closed after %.1f s" % (time.time() - t0)
-    return "held %.1f s" % (time.time() - t0)
+        if not r:
+            continue
+        try:
+            b = s.recv(65536)
+        except OSError:
+            b = b""
+        if not b:
+            return True, time.time() - t0, got
+        got += b
+    return False, time.time() - t0, got
+
+
+def held(s, secs):
+    closed, took, _ = watch(s, secs)
+    return ("held until closed after %.1f s" if closed else "held %.1f s") % took
 
 
 def send_quiet(s, data):
@@ -311,41 +324,41 @@ def mode_churn(host, port, secs, keep):
     return 0
 
 
+def record_kinds(got):
+    """The types of the whole records in got, a refusal's message after
+    its 'S'."""
+    kinds = []
+    p = 0
+    while p + 8 <= len(got):
+        m, plen = struct.unpack_from("<II", got, p)
+        if m != MAGIC:
+            break
+        kinds.append(chr(got[p + 8]))
+        if chr(got[p + 8]) == "S":
+            kinds.append("(" + status_msg(got[p:]) + ")")
+        p += 8 + plen
+    return kinds
+
+
 def mode_slowloris(host, port, secs):
     s = connect(host, port)
     data = greeting(FEATURES | STREAMS | GROW) + join_rec(os.urandom(16), 1, 2)
-    got = b""
-    t0 = time.time()
-    i = 0
-    while time.time() - t0 < secs:
-        if i < len(data):
+    sent = [0]
+
+    def one_byte():
+        if sent[0] < len(data):
             try:
-                s.send(data[i:i + 1])
+                s.send(data[sent[0]:sent[0] + 1])
             except OSError:
                 pass
-            i += 1
-        r, _, _ = select.select([s], [], [], 0.2)
-        if r:
-            try:
-                b = s.recv(4096)
-            except OSError:
-                b = b""
-            if not b:
-                kinds = []
-                p = 0
-                while p + 8 <= len(got):
-                    m, plen = struct.unpack_from("<II", got, p)
-                    if m != MAGIC:
-                        break
-                    kinds.append(chr(got[p + 8]))
-                    if chr(got[p + 8]) == "S":
-                        kinds.append("(" + status_msg(got[p:]) + ")")
-                    p += 8 + plen
-                print("closed after %.1f s, %d bytes sent, read: %s"
-                      % (time.time() - t0, i, " ".join(kinds)), flush=True)
-                return 0
-            got += b
-    print("still open after %d s" % secs, flush=True)
+            sent[0] += 1
+
+    closed, took, got = watch(s, secs, one_byte)
+    if closed:
+        print("closed after %.1f s, %d bytes sent, read: %s"
+              % (took, sent[0], " ".join(record_kinds(got))), flush=True)
+    else:
+        print("still open after %d s" % secs, flush=True)
     return 0
 
 
@@ -353,6 +366,7 @@ def token_of(arg):
     """TOKENHEX, or @FILE: the token in FILE once it is there (20 s)."""
     if not arg.startswith("@"):
         return arg
+    print("waiting for the token", flush=True)
     until = time.time() + 20
     while time.time() < until:
         try:
