@@ -153,17 +153,19 @@ grew "a churn of half greetings ($(cat churn.out))"
 ok "the churn's refusals are logged boundedly ($(wc -l <rx.err) lines)"
 fi
 
-# ---- 3. a keyed transfer: a keyless join, another key, 40 handshakes that
+# ---- 3. a keyed transfer: a keyless join, another key, 20 handshakes that
 # never finish and a join dribbled byte by byte, while it grows (the
-# receiver's --timeout 3 makes the handshake time 3 s)
+# receiver's --timeout 3 makes the handshake time 3 s; at 5 MB/s the
+# transfer outlasts the attacks, under TSan too)
 if want 3; then
-start 1 62914583 10M -- --timeout 3
+start 1 62914583 5M -- --timeout 3
 wait_for rx.err "joined the transfer while it runs: 2 connections" 20
-"${ATT[@]}" flood 127.0.0.1 "$LPORT" 40 6 2 >flood.out 2>&1 &
+# (20, the dribbler and the sender's joins stay under the 32 places of one
+# address: what ends each of them here is the handshake time, not the order
+# in which a full table drops them, which listener_hostile and case 7 test)
+"${ATT[@]}" flood 127.0.0.1 "$LPORT" 20 6 2 >flood.out 2>&1 &
 FPID=$!
 PIDS+=("$FPID")
-# the dribbler comes after the stalled handshakes, so they are quiet longer
-# and go first when the places from this address run out
 wait_for flood.out "greetings" 20
 "${ATT[@]}" slowloris 127.0.0.1 "$LPORT" 8 >slow.out 2>&1 &
 SPID=$!
@@ -174,7 +176,7 @@ has_msg k1.out "refused: a sender without a key: this receiver takes only encryp
 expect 5 "another key knocks while the keyed transfer grows" "$WEIR" --key-file "$OTHER" \
     -i k1.out -O "127.0.0.1:$LPORT" --connect-timeout 0
 wait_bounded "$FPID" 20
-has_msg flood.out "open 0" "40 handshakes that never finish are all dropped within 6 s"
+has_msg flood.out "open 0" "20 handshakes that never finish are all dropped within 6 s"
 wait_bounded "$SPID" 20
 grep -Eq "^closed after [345]\.[0-9] s" slow.out || { cat slow.out; fail "the dribbled join was not dropped at the handshake time"; }
 ok "a join dribbled byte by byte is dropped at the handshake time ($(cat slow.out))"
