@@ -20,6 +20,7 @@
 
 #include "base/sync.h"
 #include "crypto/keyfile.h"
+#include "link/session.h"
 #include "os/os.h"
 #include "transport/tcp.h"
 
@@ -1712,14 +1713,11 @@ int remote_started(struct remote *r, struct weir_engine *e, struct weir_error *e
 }
 
 /* How long ssh gets to end by itself after the transfer, and again once
- * its channel is closed: REMOTE_GRACE_SECS, or a shorter --timeout (at
- * least REMOTE_GRACE_MIN). */
+ * its channel is closed: as long as a silent peer is trusted (10 s, or a
+ * shorter --timeout, 2 s at least). */
 static double ssh_grace(const struct remote *r)
 {
-    double t = r->o->io_timeout;
-    if (t <= 0 || t >= REMOTE_GRACE_SECS)
-        return REMOTE_GRACE_SECS;
-    return t < REMOTE_GRACE_MIN ? REMOTE_GRACE_MIN : t;
+    return session_silence(r->o->io_timeout);
 }
 
 /* The chain's status, once ssh has ended. */

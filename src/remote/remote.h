@@ -34,7 +34,7 @@
  * the local engine's when it failed, else the remote weir's, else ssh's;
  * ssh itself failing (status 255) is WEIR_EXIT_NETWORK with ssh's last
  * line.  Nothing outlives the transfer: ssh is waited for (and killed after
- * REMOTE_GRACE_SECS, or a shorter --timeout), and the remote weir stops when its
+ * session_silence(--timeout), twice), and the remote weir stops when its
  * channel closes.
  *
  * All calls are made from the engine's thread, after weir_signals_block()
@@ -49,8 +49,6 @@
 #include "weir/weir.h"
 
 #define REMOTE_PROTOCOL 1
-#define REMOTE_GRACE_SECS 10.0     /* for ssh to end after the transfer, or --timeout */
-#define REMOTE_GRACE_MIN 2.0       /* when that is shorter, but at least this */
 #define REMOTE_REQUEST_MAX 65536   /* the request, in all */
 
 struct remote;
