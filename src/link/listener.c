@@ -14,6 +14,11 @@
 #include "crypto/secret.h"
 #include "os/os.h"
 
+/* One place beyond the cap: a newcomer waits there while a waiting
+ * connection that proved itself as room was made for it is admitted
+ * (make_room).  During a gathering the newcomer may be the sender's own. */
+#define PENDING_PLACES (LISTENER_PENDING + 1)
+
 #define PENDING_BUF 2048   /* a greeting and a header, or the first sealed record */
 #define FIRST_RECORD_MAX 512   /* the sealed header record, with room to spare */
 
@@ -61,7 +66,7 @@ struct admission {
     struct tcp_listener *l;
     const struct listener_config *cfg;
     struct weir_log *log;
-    struct pending conn[LISTENER_PENDING];
+    struct pending conn[PENDING_PLACES];
     int count;
     void *lt;                     /* link tests served meanwhile; NULL until the first */
     /* the refusal log is bounded: a flood must not fill a -l file */
@@ -208,7 +213,7 @@ static struct pending *oldest(struct admission *a, const struct sockaddr_storage
 {
     struct pending *old = NULL;
     *from_addr = 0;
-    for (int i = 0; i < LISTENER_PENDING; i++) {
+    for (int i = 0; i < PENDING_PLACES; i++) {
         struct pending *c = &a->conn[i];
         if (c->fd < 0 || (addr && !same_address(&c->addr, addr)))
             continue;
@@ -245,19 +250,19 @@ static struct pending *evict(struct admission *a, const struct sockaddr_storage 
 /* Make room for a connection from addr: the cap per address first, then the
  * cap on all of them.  The one that goes is never the newcomer: a real
  * sender proves itself within a round trip, a crowd only waits.  *won is a
- * waiting connection that proved itself meanwhile. */
+ * waiting connection that proved itself meanwhile; it still holds its
+ * place until it is admitted, and the newcomer takes the one beyond the
+ * cap (PENDING_PLACES), so that it is never closed for it. */
 static struct pending *make_room(struct admission *a, const struct sockaddr_storage *addr,
                                  struct pending **won)
 {
     *won = evict(a, addr, "too many unproven connections from that address; the oldest goes");
     if (!*won)
         *won = evict(a, NULL, "too many unproven connections; the oldest goes");
-    if (*won)
-        return NULL;
-    for (int i = 0; i < LISTENER_PENDING; i++)
+    for (int i = 0; i < PENDING_PLACES; i++)
         if (a->conn[i].fd < 0)
             return &a->conn[i];
-    return NULL;   /* not reached: a slot was just freed */
+    return NULL;   /* not reached: at most the cap waits, and there is a place more */
 }
 
 size_t listener_serve_greeting(unsigned char *out)
@@ -347,10 +352,6 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
             continue;
         }
         struct pending *c = make_room(a, &ss, won);
-        if (*won) {
-            close(fd);   /* the newcomer would have waited: the sender is in */
-            return 0;
-        }
         double now = clock_now();
         /* a plain sender may take its time to send its first byte */
         double limit = a->cfg->raw || a->cfg->plain_too ? a->cfg->io_timeout
@@ -362,6 +363,8 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
         a->count++;
         bounded(a, LOG_DEBUG, "connection from %s: waiting for it to %s", peer,
                 "prove itself");
+        if (*won)
+            return 0;   /* admitted first; the newcomer waits beyond the cap meanwhile */
     }
     return 0;
 }
@@ -971,7 +974,7 @@ static int admit(struct admission *a, struct pending *c, struct transport *t,
     a->count--;
     /* while a spread transfer gathers its connections, the others waiting
      * may be its own, and the listener stays */
-    for (int i = 0; i < LISTENER_PENDING && !a->cfg->join_token; i++)
+    for (int i = 0; i < PENDING_PLACES && !a->cfg->join_token; i++)
         if (a->conn[i].fd >= 0)
             drop(a, &a->conn[i], "dropped connection from %s: %s",
                  "another sender was admitted first");
@@ -1024,7 +1027,7 @@ void listener_refuse_waiting(struct tcp_listener *l, bool raw, struct weir_log *
 static double expire(struct admission *a, double now)
 {
     double next = 0;
-    for (int i = 0; i < LISTENER_PENDING; i++) {
+    for (int i = 0; i < PENDING_PLACES; i++) {
         struct pending *c = &a->conn[i];
         if (c->fd < 0 || c->deadline == 0)
             continue;
@@ -1118,11 +1121,11 @@ static int admission_round(struct admission *a, int lfd, double give_up,
 {
     double now = clock_now();
     double next = expire(a, now);
-    struct pollfd pfd[1 + LISTENER_PENDING];
-    struct pending *who[1 + LISTENER_PENDING];
+    struct pollfd pfd[1 + PENDING_PLACES];
+    struct pending *who[1 + PENDING_PLACES];
     int n = 0;
     pfd[n++] = (struct pollfd){.fd = lfd, .events = POLLIN};
-    for (int i = 0; i < LISTENER_PENDING; i++)
+    for (int i = 0; i < PENDING_PLACES; i++)
         if (a->conn[i].fd >= 0) {
             who[n] = &a->conn[i];
             pfd[n++] = (struct pollfd){.fd = a->conn[i].fd, .events = POLLIN};
@@ -1159,7 +1162,7 @@ static struct admission *admission_new(struct tcp_listener *l, const struct list
     a->cfg = cfg;
     a->log = log;
     a->tick_ms = 1000;
-    for (int i = 0; i < LISTENER_PENDING; i++)
+    for (int i = 0; i < PENDING_PLACES; i++)
         a->conn[i].fd = -1;
     return a;
 }
@@ -1169,7 +1172,7 @@ static struct admission *admission_new(struct tcp_listener *l, const struct list
 static void admission_free(struct admission *a)
 {
     int why = errno;
-    for (int i = 0; i < LISTENER_PENDING; i++)
+    for (int i = 0; i < PENDING_PLACES; i++)
         if (a->conn[i].fd >= 0)
             drop(a, &a->conn[i], NULL, NULL);
     free(a);
@@ -1208,7 +1211,7 @@ int listener_admit(struct tcp_listener *l, const struct listener_config *cfg, at
         return 0;
     }
     int why = errno;   /* ETIMEDOUT, ECANCELED, ...: the caller tells them apart */
-    for (int i = 0; i < LISTENER_PENDING; i++)
+    for (int i = 0; i < PENDING_PLACES; i++)
         if (a->conn[i].fd >= 0)
             drop(a, &a->conn[i], NULL, NULL);
     tests_end(a, "the listener is shutting down");
