@@ -46,13 +46,14 @@ chmod +x held.sh
 
 cat >wp.py <<'EOF'
 # wp.py - a relay and a knocker for streams_serve_hostile.sh.
-#   wp.py relay PORTFILE TARGETFILE LOG [hold=route|hold=from:N] [go=FILE]
+#   wp.py relay PORTFILE TARGETFILE LOG [hold=route|hold=join] [go=FILE]
 #                [rewrite=FILE] [rewrite_all] [cut=FILE]
 #     listens on 127.0.0.1:0 (its port goes to PORTFILE) and relays each
 #     connection to the port TARGETFILE holds when it comes; logs each
 #     sender's greeting ("conn I route R greeting HEX").  hold: the client's
 #     bytes from its greeting on wait until go=FILE exists (a greeting with
-#     a route, or connection I >= N since the last cut), logged "held I";
+#     a route, or a keyless join: a 'J' record after the greeting, whichever
+#     attempt of the sender's it follows), logged "held I";
 #     rewrite: the route of a greeting that has one (every sender's greeting
 #     with rewrite_all) becomes the number in FILE, its checksum made again;
 #     cut: when FILE appears, every connection is reset both ways (logged
@@ -116,10 +117,9 @@ def relay(argv):
             dst.shutdown(socket.SHUT_WR)
         except OSError:
             pass
-    def held(i, g):
+    def held(g):
         h = opt.get("hold", "")
-        return route_of(g) != 0 if h == "route" else \
-            h.startswith("from:") and i >= int(h[5:])
+        return route_of(g) != 0 if h == "route" else h == "join" and g[40:41] == b"J"
     def serve(c, i):
         try:
             u = socket.create_connection(("127.0.0.1", int(open(targetfile).read())))
@@ -137,7 +137,9 @@ def relay(argv):
                 if rw and os.path.exists(rw) and (route_of(g) or "rewrite_all" in opt):
                     g = routed(g, int(open(rw).read()))
                 log("conn %d route %d greeting %s" % (i, route_of(g), g.hex()))
-                if held(i, g):
+                if opt.get("hold") == "join":
+                    g += read_n(c, 9, 30)   # the next record's magic, length, type
+                if held(g):
                     log("held %d" % i)
                     c.setblocking(False)
                     while not os.path.exists(opt["go"]):
@@ -389,7 +391,7 @@ ok "the service still runs"
 
 # ---- a receiver that may resume: SIGTERM while it gathers --------------------
 listen rx3.out rx3.err -f -o out3 --reconnect 10
-relay r3 "$LPORT" hold=from:1 go="$TMP/r3go"
+relay r3 "$LPORT" hold=join go="$TMP/r3go"
 "$WEIR" -q --streams 3 --reconnect 10 -O "127.0.0.1:$RPORT" -i big 2>tx3.err &
 TPID=$!
 PIDS+=("$TPID")
@@ -410,7 +412,7 @@ prefix_of big out3 "what the stopped receiver wrote"
 # after a break --------------------------------------------------------------
 listen rx2.out rx2.err -f -o out2 --reconnect 20 --timeout 3
 touch r2go
-relay r2 "$LPORT" hold=from:1 go="$TMP/r2go" cut="$TMP/r2cut"
+relay r2 "$LPORT" hold=join go="$TMP/r2go" cut="$TMP/r2cut"
 "$WEIR" -q --streams 3 --reconnect 20 -R 8M -O "127.0.0.1:$RPORT" -i big 2>tx2.err &
 TPID=$!
 PIDS+=("$TPID")
