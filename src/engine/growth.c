@@ -18,15 +18,32 @@ static double period_of(const struct growth_sample *s)
                                                                                  : p;
 }
 
-/* Whether the addition under test raised the total enough (the growth
- * ends when not). */
+/* Whether the addition under test raised the total enough in this
+ * period (the growth ends when not). */
 static bool gained(struct growth *g)
 {
     double want = g->rate_before * (1.0 + GROWTH_GAIN_MIN * g->added / g->before);
-    g->added = 0;
     if (g->rate >= want)
         return true;
+    g->added = 0;
+    g->checks = 0;
     g->end = GROWTH_NO_GAIN;
+    return false;
+}
+
+/* The addition is past its slow start: its gain is judged over the next
+ * GROWTH_GAIN_PERIODS periods, each of which must show it (one period can
+ * be the writer catching up after a stall).  Whether it is still being
+ * judged, or has ended the growth. */
+static bool judging(struct growth *g)
+{
+    if (g->checks == 0)
+        return false;
+    if (!gained(g))
+        return true;
+    if (--g->checks > 0)
+        return true;
+    g->added = 0;
     return false;
 }
 
@@ -80,6 +97,7 @@ static int judge(struct growth *g, const struct growth_sample *s)
     /* what the path delivered, not what went into the sockets' buffers
      * (a new connection's buffer fills at once, which is no gain): the
      * less of what was sent and the system's estimate of delivery */
+    g->rate_prev = g->rate;
     g->rate = (double)(s->bytes - g->start.bytes) / secs;
     if (g->dcount && g->dsum / g->dcount < g->rate)
         g->rate = g->dsum / g->dcount;
@@ -93,14 +111,14 @@ static int judge(struct growth *g, const struct growth_sample *s)
     g->start = *s;
     if (g->settling && settled(g, nbusy, nlimited, says)) {
         g->settling = false;
-        if (!gained(g))
-            return 0;
+        g->checks = GROWTH_GAIN_PERIODS;
     }
-    if (g->settling)
-        return 0;   /* the last addition awaits its judgement */
+    if (g->settling || judging(g))
+        return 0;   /* the last addition awaits its judgement, or ended the growth */
     int k = says ? room_for(g, busy, mbusy, mlimited, secs) : step(g);
-    if (k > 0) {   /* its total will be judged against this one */
-        g->rate_before = g->rate;
+    if (k > 0) {   /* its total will be judged against this one's, or the one's before
+                      when that was more (a stall in this one is no baseline) */
+        g->rate_before = g->rate > g->rate_prev ? g->rate : g->rate_prev;
         g->before = g->n;
         g->added = 0;
     }

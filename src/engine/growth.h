@@ -18,11 +18,14 @@
  *     and the total decides;
  *   - after an addition nothing more is added until the new connections
  *     are past their slow start (window-limited themselves, or after
- *     GROWTH_SETTLE_MAX periods).  That period's total is then compared
- *     with the last one's before the addition; unless it rose by
+ *     GROWTH_SETTLE_MAX periods).  The totals of that period and the next
+ *     (GROWTH_GAIN_PERIODS) are then compared with the more of the last
+ *     two periods' before the addition; unless each rose by
  *     GROWTH_GAIN_MIN of what the new connections could add (k more on
  *     n: 1 + GAIN * k / n), more connections do not raise it, and the
- *     growth ends for good.  The total is what the path delivered: the
+ *     growth ends for good.  A period on each side, not one: a writer
+ *     that stalled (a busy host) sends less in one period and catches up
+ *     in the next, which alone would look like a gain.  The total is what the path delivered: the
  *     less of what was sent and the system's estimate of delivery (a new
  *     connection's send buffer fills at once, which is no gain).
  * So weir takes no more than its share of a link others use, nor of one
@@ -49,6 +52,7 @@
 #define GROWTH_BUSY_MIN 0.5
 #define GROWTH_LIMITED_MIN 0.5
 #define GROWTH_GAIN_MIN 0.25
+#define GROWTH_GAIN_PERIODS 2
 
 /* What the connections did so far. */
 struct growth_sample {
@@ -74,9 +78,12 @@ struct growth {
     int settled_for;        /* periods since the last addition */
     int added, before;      /* added since the last judged total (0: none), and n then */
     int mature;             /* n before the last addition */
-    double rate_before;     /* bytes a second in the last period before them */
+    double rate_before;     /* bytes a second before them: the more of the last two
+                               periods' */
     double rate;            /* the last period's: the mean of the delivery rates sampled in
                                it, else what was sent over its time */
+    double rate_prev;       /* the period's before it */
+    int checks;             /* periods still to show the last addition's gain */
     double dsum;            /* the delivery rates sampled in the period, and how many */
     int dcount;
 };

@@ -5,7 +5,8 @@
  * when one does not; a path the link limits, a slow producer, and joins
  * that fail take none; a system that says nothing is probed; the limit
  * holds; clocks and counters that go back restart the period; the new
- * connections' slow start is waited for before the gain is judged.
+ * connections' slow start is waited for before the gain is judged; a
+ * writer that stalls and catches up fakes no gain.
  */
 #include <stdio.h>
 
@@ -77,9 +78,10 @@ static void window_limited(void)
     CHECK(run(&g, &p, 0.1, 25e6, 1.0, 0.9, NULL) == 3, "four when the window limits one");
     CHECK(g.n == 4, "four now (%d)", g.n);
     /* four: four times the total; the new ones window-limited at once, so
-     * the gain is judged at the next period, and they double */
+     * the gain is judged over the next two periods, and they double */
     int at = 0;
-    CHECK(run(&g, &p, 0.5, 100e6, 1.0, 0.9, &at) == 4 && at == 4,
+    CHECK(run(&g, &p, 0.5, 100e6, 1.0, 0.9, NULL) == 0, "none while one period showed the gain");
+    CHECK(run(&g, &p, 0.3, 100e6, 1.0, 0.9, &at) == 4 && at == 4,
           "four more when four gained (asked at n=%d)", at);
     CHECK(g.n == 8 && g.end == GROWTH_ON, "eight, and still growing");
     /* eight fill the link and the window no longer limits them: judged
@@ -102,6 +104,33 @@ static void no_gain(void)
     CHECK(g.end == GROWTH_NO_GAIN && g.n == 4, "ended for good at four (end %d, n %d)", g.end,
           g.n);
     CHECK(run(&g, &p, 5, 90e6, 1.0, 1.0, NULL) == 0, "and stays ended");
+}
+
+/* A busy host: the writer stalls in one period and catches up in the
+ * next.  Neither is taken for a gain: the baseline is the more of the
+ * last two periods before the addition, and the gain must show in two
+ * periods after it. */
+static void stalls(void)
+{
+    struct growth g;
+    growth_init(&g, 1, 16);
+    struct path p = {.rtt_ms = 50, .says = true};
+    CHECK(run(&g, &p, 0.4, 10e6, 1.0, 0.0, NULL) == 0, "none while the window does not limit");
+    /* the window limits in a period in which the writer stalled: half */
+    CHECK(run(&g, &p, 0.3, 5e6, 1.0, 1.0, NULL) == 3, "three more in the stalled period");
+    CHECK(g.rate_before > 9.9e6 && g.rate_before < 10.1e6, "judged against the period before the stall (%.0f)",
+          g.rate_before);
+    CHECK(run(&g, &p, 3, 10e6, 1.0, 1.0, NULL) == 0 && g.end == GROWTH_NO_GAIN && g.n == 4,
+          "the same 10 MB/s over four is no gain (end %d, n %d)", g.end, g.n);
+
+    growth_init(&g, 1, 16);
+    p = (struct path){.rtt_ms = 50, .says = true};
+    CHECK(run(&g, &p, 0.4, 10e6, 1.0, 1.0, NULL) == 3, "three more at first");
+    /* the period after the addition: the writer catches up at twice the rate */
+    CHECK(run(&g, &p, 0.4, 20e6, 1.0, 1.0, NULL) == 0 && g.end == GROWTH_ON,
+          "one period of twice the total decides nothing");
+    CHECK(run(&g, &p, 0.3, 10e6, 1.0, 1.0, NULL) == 0 && g.end == GROWTH_NO_GAIN && g.n == 4,
+          "and the next, back at 10 MB/s, ends the growth at four (end %d, n %d)", g.end, g.n);
 }
 
 /* The link, not the window; the producer, not the path. */
@@ -202,6 +231,7 @@ int main(void)
 {
     window_limited();
     no_gain();
+    stalls();
     not_the_window();
     says_nothing();
     limits();
