@@ -54,13 +54,18 @@ static void figures(const struct output *o, struct growth_sample *s)
 {
     _Static_assert(GROWTH_CONNS_MAX >= CODEC_STREAMS_MAX, "a figure for every connection");
     *s = (struct growth_sample){.now = clock_now(), .bytes = atomic_load(&o->net),
-                                .rtt_ms = -1, .n = o->npaths};
+                                .rtt_ms = -1, .min_rtt_ms = -1,
+                                .n = o->npaths};
     for (int i = 0; i < o->npaths; i++) {
         if (!o->path_known[i])
             continue;
         const struct os_tcp_stats *st = &o->path[i];
-        if (i == 0)
+        if (i == 0) {
             s->rtt_ms = st->rtt_ms;
+            s->min_rtt_ms = st->min_rtt_ms;
+            s->ss_window = st->ss_window;
+            s->ss_sndbuf_most = st->ss_sndbuf_most;
+        }
         s->delivered += (double)st->delivery_rate;
         s->busy_us[i] = st->busy_us;
         s->limited_us[i] = st->rwnd_limited_us + st->sndbuf_limited_us;
@@ -131,11 +136,16 @@ void grow_tick(struct output *o)
         log_msg(o->p->log, LOG_INFO, "%s: more connections did not raise the total (%.1f MB/s "
                 "before, %.1f after): going on over %d (--streams auto)", o->name,
                 o->growth.rate_before / 1e6, o->growth.rate / 1e6, o->nstreams);
-    if (k > 0) {
+    if (k <= 0)
+        return;
+    if (o->growth.foresaw)
+        log_msg(o->p->log, LOG_DEBUG, "%s: in slow start, the window (%.1f MB) is within a "
+                "doubling of the send buffer's most (%.1f MB)", o->name, s.ss_window / 1e6,
+                s.ss_sndbuf_most / 1e6);
+    else
         log_msg(o->p->log, LOG_DEBUG, "%s: %.1f MB/s over %d", o->name, o->growth.rate / 1e6,
                 o->nstreams);
-        start_job(o, k);
-    }
+    start_job(o, k);
 }
 
 void grow_end(struct output *o)

@@ -119,6 +119,7 @@ static int judge(struct growth *g, const struct growth_sample *s)
     if (k > 0) {   /* its total will be judged against this one's, or the one's before
                       when that was more (a stall in this one is no baseline) */
         g->rate_before = g->rate > g->rate_prev ? g->rate : g->rate_prev;
+        g->foresaw = false;
         g->before = g->n;
         g->added = 0;
     }
@@ -137,10 +138,31 @@ static bool goes_on(const struct growth *g, const struct growth_sample *s)
     return true;
 }
 
+/* The first connection will be window-limited within one round trip
+ * (growth.h): its first step is taken now.  0: not foreseen. */
+static int foreseen(struct growth *g, const struct growth_sample *s)
+{
+    if (g->n != 1 || g->settling || g->checks > 0 || s->n != 1 || s->ss_sndbuf_most == 0 ||
+        s->ss_window == 0 || 2 * s->ss_window < s->ss_sndbuf_most || s->min_rtt_ms <= 0 ||
+        s->rtt_ms <= 0 || s->rtt_ms > GROWTH_QUEUE_MAX * s->min_rtt_ms)
+        return 0;
+    int k = step(g);
+    if (k > 0) {
+        g->rate_before = (double)s->ss_window / (s->min_rtt_ms / 1000.0);
+        g->foresaw = true;
+        g->before = g->n;
+        g->added = 0;
+    }
+    return k;
+}
+
 int growth_sample(struct growth *g, const struct growth_sample *s)
 {
     if (g->end != GROWTH_ON)
         return 0;
+    int k = foreseen(g, s);
+    if (k > 0)
+        return k;
     if (!g->begun || !goes_on(g, s)) {
         g->begun = true;   /* a first sample, or the connections changed under it */
         g->start = *s;

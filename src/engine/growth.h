@@ -28,6 +28,16 @@
  *     in the next, which alone would look like a gain.  The total is what the path delivered: the
  *     less of what was sent and the system's estimate of delivery (a new
  *     connection's send buffer fills at once, which is no gain).
+ * One thing is foreseen rather than seen: a first connection still in its
+ * first slow start whose window is within one doubling of the most its
+ * send buffer grows to (ss_window * 2 >= ss_sndbuf_most), while its round
+ * trip is still within GROWTH_QUEUE_MAX of the least (no queue has built
+ * at a bottleneck, so the link is not what stops it), will be
+ * window-limited a round trip later, and the first step is taken at once:
+ * the new connections' slow start then runs beside that last doubling,
+ * instead of after it and a period's judgement.  That addition's gain is
+ * judged against what the first connection's window moved then, a round
+ * trip's worth of it.
  * So weir takes no more than its share of a link others use, nor of one
  * it fills, where the connections stop being window-limited or stop
  * raising the total.
@@ -53,6 +63,7 @@
 #define GROWTH_LIMITED_MIN 0.5
 #define GROWTH_GAIN_MIN 0.25
 #define GROWTH_GAIN_PERIODS 2
+#define GROWTH_QUEUE_MAX 1.5
 
 /* What the connections did so far. */
 struct growth_sample {
@@ -65,6 +76,11 @@ struct growth_sample {
     /* each one's time with data in flight (0: the system does not say),
      * and of it, limited by a window (the peer's or its send buffer) */
     uint64_t busy_us[GROWTH_CONNS_MAX], limited_us[GROWTH_CONNS_MAX];
+    /* the first connection's least round trip (< 0 unknown), and while it
+     * is in its first slow start, its window and the most its send buffer
+     * grows to, in bytes (0 unknown, or past it) */
+    double min_rtt_ms;
+    uint64_t ss_window, ss_sndbuf_most;
 };
 
 enum growth_end { GROWTH_ON, GROWTH_NO_GAIN, GROWTH_AT_MOST, GROWTH_JOINS_FAILED };
@@ -84,6 +100,7 @@ struct growth {
                                it, else what was sent over its time */
     double rate_prev;       /* the period's before it */
     int checks;             /* periods still to show the last addition's gain */
+    bool foresaw;           /* the last addition was foreseen, not seen */
     double dsum;            /* the delivery rates sampled in the period, and how many */
     int dcount;
 };

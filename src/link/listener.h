@@ -28,7 +28,8 @@
  *     a waiting one is dropped (from that address first): the one quiet
  *     the longest, since its last byte or, when it sent none, since a
  *     second after it came (a sender speaks only once the greeting reached
- *     it, so a new connection is not quiet yet).  The one that goes is
+ *     it, a keyless joiner at once, so a new connection is not quiet
+ *     yet).  The one that goes is
  *     heard once more first; when that admits it, the newcomer waits one
  *     place beyond the cap until it is admitted, and is never closed for it.
  *

@@ -162,43 +162,85 @@ int sender_rejoin(struct session_out *s, struct backchannel *b, const struct sen
     return STEP_OK;
 }
 
+/* Whether the receiver that greeted is one a connection can join. */
+static int joinable(const struct session_out *s, const struct sender_terms *k,
+                    struct weir_error *e)
+{
+    if (!(s->peer_features & CODEC_FEATURE_STREAMS))
+        return error_set(e, WEIR_EXIT_NETWORK, "%s: another receiver answers there now (it "
+                         "takes no connection into a transfer)", s->t->name), STEP_FAIL;
+    return sender_agree(s, k, e);
+}
+
+/* How a step of a join failed: stopped, or failed with *e. */
+static int join_failed(const struct backchannel *b)
+{
+    return atomic_load(b->halt) ? STEP_STOP : STEP_FAIL;
+}
+
+/* Without a key: the greeting and the 'J' go out as soon as the connection
+ * is made, before the receiver's greeting is read, which saves a round
+ * trip a join.  The token crosses in clear either way, and what answers is
+ * the receiver: its listening socket holds the address while a spread
+ * transfer gathers or grows. */
+static int join_in_clear(struct session_out *s, const struct backchannel *b,
+                         const struct sender_terms *k, const unsigned char *token,
+                         unsigned index, unsigned count, double limit, struct weir_error *e)
+{
+    unsigned char g[CODEC_GREETING_SIZE];
+    codec_greeting(g, CODEC_ROLE_SENDER, session_features(s));
+    if (transport_write_all(s->t, g, sizeof g, (int)(limit * 1000) + 1, b->halt)) {
+        if (errno != ECANCELED)
+            error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", s->t->name);
+        return join_failed(b);
+    }
+    if (session_join_ask(s, token, index, count, limit, b->halt, e) ||
+        session_read_greeting(s, limit, b->halt, e))
+        return join_failed(b);
+    int rc = joinable(s, k, e);
+    bool refused;
+    if (rc == STEP_OK && session_join_answer(s, token, index, count, limit, b->halt, &refused, e))
+        return join_failed(b);
+    return rc;
+}
+
+/* With a key: the receiver's greeting, the keyed handshake, then the 'J'
+ * sealed. */
+static int join_keyed(struct session_out *s, const struct backchannel *b,
+                      const struct sender_terms *k, const unsigned char *token, unsigned index,
+                      unsigned count, double limit, struct weir_error *e)
+{
+    if (session_read_greeting(s, limit, b->halt, e))
+        return atomic_load(b->halt) ? STEP_STOP : STEP_FAIL;
+    int rc = joinable(s, k, e);
+    if (rc != STEP_OK)
+        return rc;
+    sync_lock(b->own.lock);
+    s->route = b->route;   /* a service hands it to the session's process */
+    sync_unlock(b->own.lock);
+    if (session_greet_keyed(s, (int)(limit * 1000) + 1, b->halt, e))
+        return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
+    if ((rc = shake(s, b, k, limit, e)) != STEP_OK)
+        return rc;
+    bool refused;
+    if (session_join_ask(s, token, index, count, limit, b->halt, e) ||
+        session_join_answer(s, token, index, count, limit, b->halt, &refused, e))
+        return join_failed(b);
+    return STEP_OK;
+}
+
 int sender_join(struct session_out *s, const struct backchannel *b,
                 const struct sender_terms *k, unsigned index, unsigned count, double limit,
                 struct weir_error *e)
 {
     s->greeted = false;
     s->rejoining = true;   /* the peer was a weir: no hint at --raw */
-    if (session_read_greeting(s, limit, b->halt, e))
-        return atomic_load(b->halt) ? STEP_STOP : STEP_FAIL;
-    if (!(s->peer_features & CODEC_FEATURE_STREAMS))
-        return error_set(e, WEIR_EXIT_NETWORK, "%s: another receiver answers there now (it "
-                         "takes no connection into a transfer)", s->t->name), STEP_FAIL;
-    int rc = sender_agree(s, k, e);
-    int ms = (int)(limit * 1000) + 1;
-    if (rc == STEP_OK && !k->keyed) {
-        unsigned char g[CODEC_GREETING_SIZE];
-        codec_greeting(g, CODEC_ROLE_SENDER, session_features(s));
-        if (transport_write_all(s->t, g, sizeof g, ms, b->halt))
-            return errno == ECANCELED ? STEP_STOP
-                   : (error_sys(e, WEIR_EXIT_NETWORK, errno, "%s: write", s->t->name), STEP_FAIL);
-    } else if (rc == STEP_OK) {
-        sync_lock(b->own.lock);
-        s->route = b->route;   /* a service hands it to the session's process */
-        sync_unlock(b->own.lock);
-        if (session_greet_keyed(s, ms, b->halt, e))
-            return errno == ECANCELED ? STEP_STOP : STEP_FAIL;
-        rc = shake(s, b, k, limit, e);
-    }
-    if (rc != STEP_OK)
-        return rc;
     unsigned char token[CODEC_TOKEN_SIZE];
     session_token(b, token);
-    bool refused;
-    rc = session_join(s, token, index, count, limit, b->halt, &refused, e);
+    int rc = k->keyed ? join_keyed(s, b, k, token, index, count, limit, e)
+                      : join_in_clear(s, b, k, token, index, count, limit, e);
     OPENSSL_cleanse(token, sizeof token);
-    if (rc)
-        return errno == ECANCELED && atomic_load(b->halt) ? STEP_STOP : STEP_FAIL;
-    return STEP_OK;
+    return rc;
 }
 
 /* ---- mending a break ---------------------------------------------------------- */

@@ -54,7 +54,8 @@ int sender_hear_name(struct backchannel *b, double limit, bool resumable, struct
  * connection that s->t carries, the receiver's greeting (it must offer
  * CODEC_FEATURE_STREAMS and the same terms), ours (with a key, the
  * handshake), and the join ('J') of connection index of count, within
- * limit seconds. */
+ * limit seconds each.  Without a key, ours and the join go out before the
+ * receiver's greeting is read (a round trip less; doc/security.md §11). */
 int sender_join(struct session_out *s, const struct backchannel *b,
                 const struct sender_terms *k, unsigned index, unsigned count, double limit,
                 struct weir_error *e);

@@ -296,21 +296,25 @@ int session_rejoin(struct session_out *s, const unsigned char token[CODEC_TOKEN_
     return 0;
 }
 
-int session_join(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
-                 unsigned index, unsigned count, double limit, atomic_bool *stop,
-                 bool *refused, struct weir_error *err)
+int session_join_ask(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                     unsigned index, unsigned count, double limit, atomic_bool *stop,
+                     struct weir_error *err)
 {
-    *refused = false;
     unsigned char rec[CODEC_SESSION_SIZE];
     codec_join(rec, token, index, count);
-    int ms = (int)(limit * 1000) + 1;
-    if (write_first_record(s, rec, ms, stop, err))
-        return -1;
+    return write_first_record(s, rec, (int)(limit * 1000) + 1, stop, err);
+}
+
+int session_join_answer(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                        unsigned index, unsigned count, double limit, atomic_bool *stop,
+                        bool *refused, struct weir_error *err)
+{
+    *refused = false;
     unsigned char raw[CODEC_RECORD_MAX];
     struct codec_record r;
     size_t got;
     bool eof;
-    if (session_read_record(s->t, ms, stop, &r, raw, &got, &eof, err))
+    if (session_read_record(s->t, (int)(limit * 1000) + 1, stop, &r, raw, &got, &eof, err))
         return -1;
     if (r.type == 'S') {
         *refused = true;

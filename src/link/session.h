@@ -105,13 +105,17 @@ ssize_t session_writev(struct session_out *s, const struct iovec *iov, int cnt,
 int session_rejoin(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
                    double limit, atomic_bool *stop, uint64_t *at, bool *refused,
                    struct weir_error *err);
-/* A connection more of a spread session, once its greeting (and, with a
- * key, the handshake) is done: join the session of token as connection
- * index of count, and read the receiver's 'J' back within limit seconds.
- * A refusal ('S') sets *refused. */
-int session_join(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
-                 unsigned index, unsigned count, double limit, atomic_bool *stop,
-                 bool *refused, struct weir_error *err);
+/* A connection more of a spread session: ask to join the session of token
+ * as connection index of count ('J'), once the greeting (and, with a key,
+ * the handshake) is done, or without a key right after the greeting,
+ * before the receiver's is read; then read the receiver's 'J' back, each
+ * within limit seconds.  A refusal ('S') sets *refused. */
+int session_join_ask(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                     unsigned index, unsigned count, double limit, atomic_bool *stop,
+                     struct weir_error *err);
+int session_join_answer(struct session_out *s, const unsigned char token[CODEC_TOKEN_SIZE],
+                        unsigned index, unsigned count, double limit, atomic_bool *stop,
+                        bool *refused, struct weir_error *err);
 /* The features this sender's greeting offers. */
 uint32_t session_features(const struct session_out *s);
 /* Send up to n bytes of raw data as one stored block; the bytes sent (at

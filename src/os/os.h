@@ -127,6 +127,11 @@ struct os_tcp_stats {
     /* microseconds the sender was busy, and of them limited by the peer's
      * window or by its own send buffer; busy 0: unknown */
     uint64_t busy_us, rwnd_limited_us, sndbuf_limited_us;
+    double min_rtt_ms;          /* the least round trip seen, ms; < 0 unknown */
+    /* while the connection is in its first slow start (no loss yet): the
+     * bytes its congestion window lets fly now, and the most its send
+     * buffer can grow to; 0 unknown, or past its first slow start */
+    uint64_t ss_window, ss_sndbuf_most;
 };
 /* 0 with *st (every unknown figure at its unknown value), or -1 with
  * errno (ENOSYS where the system says nothing of a connection). */
@@ -134,7 +139,7 @@ int os_tcp_stats(int fd, struct os_tcp_stats *st);
 /* Every figure unknown. */
 static inline void os_tcp_stats_unknown(struct os_tcp_stats *st)
 {
-    *st = (struct os_tcp_stats){.rtt_ms = -1, .retrans = UINT64_MAX};
+    *st = (struct os_tcp_stats){.rtt_ms = -1, .retrans = UINT64_MAX, .min_rtt_ms = -1};
 }
 
 #endif

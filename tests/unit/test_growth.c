@@ -6,7 +6,8 @@
  * that fail take none; a system that says nothing is probed; the limit
  * holds; clocks and counters that go back restart the period; the new
  * connections' slow start is waited for before the gain is judged; a
- * writer that stalls and catches up fakes no gain.
+ * writer that stalls and catches up fakes no gain; a first connection
+ * about to meet its send buffer's most in slow start is foreseen.
  */
 #include <stdio.h>
 
@@ -22,11 +23,15 @@ struct path {
     bool says;
     double slow_for;   /* a connection that joined is not window-limited this long */
     double since[GROWTH_CONNS_MAX];   /* when each joined */
+    double min_rtt_ms;                /* the first's least round trip */
+    uint64_t ss_window, ss_most;      /* the first's slow start (0: past it) */
 };
 
 static struct growth_sample sample_of(const struct path *p, int n)
 {
-    struct growth_sample s = {.now = p->now, .bytes = p->bytes, .rtt_ms = p->rtt_ms, .n = n};
+    struct growth_sample s = {.now = p->now, .bytes = p->bytes, .rtt_ms = p->rtt_ms, .n = n,
+                              .min_rtt_ms = p->min_rtt_ms, .ss_window = p->ss_window,
+                              .ss_sndbuf_most = p->ss_most};
     for (int i = 0; i < n; i++) {
         s.busy_us[i] = p->busy[i];
         s.limited_us[i] = p->limited[i];
@@ -227,6 +232,42 @@ static void slow_start(void)
           "once they are window-limited, the gain is judged and four more join");
 }
 
+/* A first connection in its first slow start whose window is within one
+ * doubling of the most its send buffer grows to takes the first step at
+ * once, unless a queue has built on the path or the figures are unknown;
+ * that step's gain is judged against what its window moved. */
+static void foresight(void)
+{
+    struct growth g;
+    growth_init(&g, 1, 16);
+    struct path p = {.rtt_ms = 100, .says = true, .min_rtt_ms = 100, .ss_most = 4000000};
+    p.ss_window = 1000000;
+    CHECK(run(&g, &p, 0.1, 5e6, 1.0, 0.0, NULL) == 0, "a window far from the most: nothing");
+    p.ss_window = 2100000;
+    p.rtt_ms = 160;
+    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 0,
+          "a round trip risen by half (a queue at a bottleneck): nothing foreseen");
+    p.rtt_ms = 100;
+    p.ss_most = 0;
+    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 0, "the most unknown: nothing foreseen");
+    p.ss_most = 4000000;
+    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 3 && g.n == 4 && g.foresaw,
+          "within a doubling, in slow start: three more at once, not after a period");
+    CHECK(g.rate_before > 20.9e6 && g.rate_before < 21.1e6,
+          "judged against what the window moved a round trip (%.0f)", g.rate_before);
+    CHECK(run(&g, &p, 1.0, 30e6, 1.0, 0.9, NULL) == 0 && g.end == GROWTH_NO_GAIN,
+          "four moving less than 1.75 times that: the growth ends");
+
+    growth_init(&g, 1, 16);
+    p = (struct path){.rtt_ms = 100, .says = true, .min_rtt_ms = 100, .ss_most = 4000000,
+                      .ss_window = 2100000};
+    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 3, "foreseen again on a new rule");
+    int at = 0;
+    CHECK(run(&g, &p, 1.0, 100e6, 1.0, 0.9, &at) == 4 && at == 4,
+          "four that gain: the window rule, not the foresight, takes the next step");
+    CHECK(!g.foresaw, "that step was seen");
+}
+
 int main(void)
 {
     window_limited();
@@ -237,5 +278,6 @@ int main(void)
     limits();
     going_back();
     slow_start();
+    foresight();
     CHECK_DONE();
 }
