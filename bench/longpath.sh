@@ -132,6 +132,10 @@ run_iperf() {   # run_iperf STREAMS
 
 echo "| round trip, loss | weir | weir --streams 1 | weir --streams $STREAMS | mbuffer | iperf3, 1 connection | iperf3 -P 8 | weir / mbuffer | weir / iperf3 -P 8 | --streams $STREAMS / mbuffer | --streams $STREAMS / iperf3 -P 8 |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
+# the figures depend on it (BBR passes the send buffer's ceiling in its
+# start; CUBIC's HyStart may end a slow start sooner): the namespaces
+# inherit the host's
+echo "# congestion control: $(inA sysctl -n net.ipv4.tcp_congestion_control)" >&2
 for rtt in $RTTS; do
     path "$rtt"
     for f in w w1 wn m i1 i8; do : >"$T/$f"; done
