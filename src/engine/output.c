@@ -33,8 +33,9 @@ int write_error(struct output *o, struct weir_error *e, const char *what)
     if (o->t.is_socket && backchannel_breaks(errno)) {
         int err = errno;
         sync_lock(&o->p->lock);
-        backchannel_broke_locked(&o->bc, *which ? which
-                                         : err == ETIMEDOUT ? "no progress" : strerror(err));
+        char why[96];
+        snprintf(why, sizeof why, "the receiver took nothing for %g s", o->p->cfg->tcp.io_timeout);
+        backchannel_broke_locked(&o->bc, *which ? which : err == ETIMEDOUT ? why : strerror(err));
         sync_unlock(&o->p->lock);
         errno = err;
     }

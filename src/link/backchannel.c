@@ -97,13 +97,14 @@ static bool lost(struct backchannel *b, bool resumable, bool eof, size_t got, in
     if (!resumable || atomic_load(b->halt) || !(eof || (got < 8 && backchannel_breaks(err))))
         return false;
     char why[160];
+    sync_lock(b->own.lock);
     if (eof)
         snprintf(why, sizeof why, "the receiver's end closed it");
-    else if (err == ETIMEDOUT)
-        snprintf(why, sizeof why, "the receiver said nothing for %g s", b->silence);
+    else if (err == ETIMEDOUT)   /* the same words as the wait for the answer: either may see it first */
+        snprintf(why, sizeof why, "the receiver said nothing for %g s%s", b->silence,
+                 b->ended ? " after the stream's end" : "");
     else
         snprintf(why, sizeof why, "%s", strerror(err));
-    sync_lock(b->own.lock);
     backchannel_broke_locked(b, why);
     sync_unlock(b->own.lock);
     return true;

@@ -89,8 +89,12 @@ for rc in 0 2; do
         has_msg "$TMP/serr3" "the receiver fell silent for 2 s before it answered" \
             "the sender of a receiver that fell silent exits 5 and says so"
     else
-        has_msg "$TMP/serr3" "the receiver said nothing for 2 s after the stream's end" \
-            "--reconnect 2: the sender takes the silence for a break"
+        # the 3 MB fit in the sockets' buffers, so the stream's end is out
+        # before the stop; on a loaded machine it may not be yet, and then
+        # the sender's write is what falls silent
+        grep -qE "the receiver (said nothing for 2 s after the stream's end|took nothing for 2 s)" \
+            "$TMP/serr3" || { cat "$TMP/serr3" >&2; fail "--reconnect 2: the silence is not taken for a break"; }
+        ok "--reconnect 2: the sender takes the silence for a break"
         has_msg "$TMP/serr3" "no new one could be made within 2 s" \
             "--reconnect 2: and exits 5 once the window is over"
     fi
