@@ -13,6 +13,13 @@
  * is the same for every packet, so packets leave in the order they came.
  * A full queue (QUEUE_MIB each way, default 256) drops what arrives, as a
  * router's would, and says how many.
+ *
+ * Without loss the devices take TCP's segmentation offload (IFF_VNET_HDR,
+ * TUNSETOFFLOAD): a sender's 64 KiB super-packet crosses as one read and
+ * one write, as it crosses a veth pair, so the line spends a fortieth of
+ * the system calls it would spend on 1500-byte packets and a 1 Gbit/s
+ * path does not take a whole core.  With loss it forwards packet by packet,
+ * so that what it drops is one segment, as a router would.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,22 +38,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SLOT 2048          /* a packet's room: the devices' MTU stays under it */
+#define SLOT_SMALL 2048                 /* a packet's room: the devices' MTU stays under it */
+#define SLOT_LARGE (65536 + 256)        /* a super-packet's, with its virtio_net_hdr */
 #define BURST 256          /* packets read from a device at a time */
 
 static volatile sig_atomic_t stopping;
 
 struct slot {
     uint64_t due;          /* when it leaves, in ns of CLOCK_MONOTONIC */
-    uint16_t len;
-    unsigned char data[SLOT];
+    size_t len;
+    unsigned char *data;   /* room for slot_size bytes */
 };
 
 struct line {
     const char *name;      /* "A to B" */
     int in, out;
     struct slot *q;
-    size_t cap, head, count;
+    unsigned char *spare;  /* where a packet that finds the queue full is read to */
+    size_t cap, head, count, slot_size;
     uint64_t passed, lost, full, refused;
 };
 
@@ -66,7 +75,7 @@ static uint64_t now_ns(void)
 
 /* Enter the named namespace, make the TUN device there, come back; the
  * descriptor stays bound to the device. */
-static int open_tun(const char *ns, const char *dev)
+static int open_tun(const char *ns, const char *dev, bool offload)
 {
     char path[256];
     snprintf(path, sizeof path, "/var/run/netns/%s", ns);
@@ -81,10 +90,14 @@ static int open_tun(const char *ns, const char *dev)
         die("open", "/dev/net/tun");
     struct ifreq ifr;
     memset(&ifr, 0, sizeof ifr);
-    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (offload ? IFF_VNET_HDR : 0);
     snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", dev);
     if (ioctl(fd, TUNSETIFF, &ifr) != 0)
         die("TUNSETIFF", dev);
+    /* the header that comes with each packet says how it was cut; the
+     * line passes it on with the packet, so the far device cuts it alike */
+    if (offload && ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) != 0)
+        die("TUNSETOFFLOAD", dev);
     if (setns(home, CLONE_NEWNET) != 0)
         die("setns back", "/proc/self/ns/net");
     close(home);
@@ -105,10 +118,9 @@ static double uniform(uint64_t *s)
 static void take(struct line *l, uint64_t delay, double loss, uint64_t *rng)
 {
     for (int i = 0; i < BURST; i++) {
-        struct slot spare;
         bool room = l->count < l->cap;
-        struct slot *s = room ? &l->q[(l->head + l->count) % l->cap] : &spare;
-        ssize_t n = read(l->in, s->data, sizeof s->data);
+        struct slot *s = room ? &l->q[(l->head + l->count) % l->cap] : NULL;
+        ssize_t n = read(l->in, s ? s->data : l->spare, l->slot_size);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
         if (n < 0)
@@ -121,7 +133,7 @@ static void take(struct line *l, uint64_t delay, double loss, uint64_t *rng)
             l->lost++;
             continue;
         }
-        s->len = (uint16_t)n;
+        s->len = (size_t)n;
         s->due = now_ns() + delay;
         l->count++;
     }
@@ -178,15 +190,20 @@ static void run(struct line *ab, struct line *ba, uint64_t delay, double loss)
     }
 }
 
-static void queue(struct line *l, const char *name, int in, int out, size_t mib)
+static void queue(struct line *l, const char *name, int in, int out, size_t mib, bool offload)
 {
     l->name = name;
     l->in = in;
     l->out = out;
-    l->cap = mib * 1024 * 1024 / sizeof *l->q;
-    l->q = malloc(l->cap * sizeof *l->q);
-    if (!l->q)
+    l->slot_size = offload ? SLOT_LARGE : SLOT_SMALL;
+    l->cap = mib * 1024 * 1024 / l->slot_size;
+    l->q = calloc(l->cap, sizeof *l->q);
+    unsigned char *room = malloc((l->cap + 1) * l->slot_size);
+    if (!l->q || !room)
         die("malloc", name);
+    for (size_t i = 0; i < l->cap; i++)
+        l->q[i].data = room + i * l->slot_size;
+    l->spare = room + l->cap * l->slot_size;
 }
 
 int main(int argc, char **argv)
@@ -206,12 +223,13 @@ int main(int argc, char **argv)
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    int a = open_tun(argv[1], argv[2]), b = open_tun(argv[3], argv[4]);
+    bool offload = loss == 0 && !getenv("DELAYLINE_NO_OFFLOAD");
+    int a = open_tun(argv[1], argv[2], offload), b = open_tun(argv[3], argv[4], offload);
     struct line ab, ba;
     memset(&ab, 0, sizeof ab);
     memset(&ba, 0, sizeof ba);
-    queue(&ab, "A to B", a, b, mib);
-    queue(&ba, "B to A", b, a, mib);
+    queue(&ab, "A to B", a, b, mib, offload);
+    queue(&ba, "B to A", b, a, mib, offload);
     printf("ready\n");
     fflush(stdout);
     run(&ab, &ba, (uint64_t)(delay_ms * 1e6), loss);

@@ -30,20 +30,23 @@ int write_error(struct output *o, struct weir_error *e, const char *what)
         return STEP_STOP;
     /* spread, which connection failed, and how (stripe.h) */
     const char *which = stripe_why(&o->t);
+    double limit = o->p->cfg->tcp.io_timeout;   /* 0: the kernel's own timers timed out */
     if (o->t.is_socket && backchannel_breaks(errno)) {
         int err = errno;
-        sync_lock(&o->p->lock);
         char why[96];
-        snprintf(why, sizeof why, "the receiver took nothing for %g s", o->p->cfg->tcp.io_timeout);
-        backchannel_broke_locked(&o->bc, *which ? which : err == ETIMEDOUT ? why : strerror(err));
+        if (err == ETIMEDOUT && limit > 0)
+            snprintf(why, sizeof why, "the receiver took nothing for %g s", limit);
+        else
+            snprintf(why, sizeof why, "%s", strerror(err));
+        sync_lock(&o->p->lock);
+        backchannel_broke_locked(&o->bc, *which ? which : why);
         sync_unlock(&o->p->lock);
         errno = err;
     }
     if (*which)
         error_set(e, o->t.status, "%s: %s", o->t.name, which);
-    else if (errno == ETIMEDOUT)
-        error_set(e, o->t.status, "%s: no progress for %g s", o->t.name,
-                  o->p->cfg->tcp.io_timeout);
+    else if (errno == ETIMEDOUT && limit > 0)
+        error_set(e, o->t.status, "%s: no progress for %g s", o->t.name, limit);
     else if (errno == EPIPE && !o->t.is_socket)
         error_set(e, o->t.status, "%s: %s: Broken pipe (the reader closed it early)", o->t.name,
                   what);

@@ -140,6 +140,17 @@ static void tell(struct admission *a, int fd, const char *msg)
         send_refusal(fd, msg);
 }
 
+/* After a refusal: what the peer sent and nobody read would turn the close
+ * into a reset, which can take the answer away before it is read (a keyless
+ * joiner sends its greeting and 'J' before it reads anything). */
+static void end_refused(int fd)
+{
+    char junk[4096];
+    for (int i = 0; i < 16 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++)
+        ;
+    (void)shutdown(fd, SHUT_WR);
+}
+
 /* Refuse a waiting connection: log why (fmt, NULL: silently), tell the
  * peer told (a peer in TLS would not read it), and close. */
 static void drop_telling(struct admission *a, struct pending *c, const char *fmt,
@@ -149,12 +160,7 @@ static void drop_telling(struct admission *a, struct pending *c, const char *fmt
         refusal(a, fmt, c->peer, why);
         if (c->state < IN_HANDSHAKE) {
             tell(a, c->fd, told);
-            /* what it sent and nobody read would turn the close into a
-             * reset, which can take the answer away before it is read */
-            char junk[4096];
-            for (int i = 0; i < 16 && recv(c->fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++)
-                ;
-            (void)shutdown(c->fd, SHUT_WR);
+            end_refused(c->fd);
         }
     }
     forget_handshake(c);
@@ -338,6 +344,7 @@ static int accept_some(struct admission *a, struct pending **won, struct weir_er
             snprintf(why, sizeof why, "only %s may connect", a->l->allow_name);
             refusal(a, "refused connection from %s: %s", peer, why);
             tell(a, fd, "refused: this receiver admits another address only");
+            end_refused(fd);
             close(fd);
             continue;
         }
@@ -1015,7 +1022,7 @@ void listener_refuse_waiting(struct tcp_listener *l, bool raw, struct weir_log *
         }
         if (!raw && !l->handoff) {   /* a handed-over one was greeted: it waits for TLS */
             send_refusal(fd, why);
-            (void)shutdown(fd, SHUT_WR);
+            end_refused(fd);
         }
         close(fd);
     }

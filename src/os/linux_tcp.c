@@ -44,8 +44,10 @@ static uint64_t sndbuf_most(int fd)
  * buffer stops it (os.h). */
 static void slow_start(int fd, const struct tcp_info *ti, socklen_t len, struct os_tcp_stats *st)
 {
+    /* nothing sent again either: a controller that keeps its ssthresh unset
+     * through a loss (BBR's start) has found the link, not its window */
     if (!FILLED(len, tcpi_min_rtt) || ti->tcpi_snd_ssthresh < SSTHRESH_UNSET ||
-        ti->tcpi_snd_mss == 0)
+        ti->tcpi_snd_mss == 0 || ti->tcpi_total_retrans != 0)
         return;
     st->ss_window = (uint64_t)ti->tcpi_snd_cwnd * ti->tcpi_snd_mss;
     st->ss_sndbuf_most = sndbuf_most(fd);
