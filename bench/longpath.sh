@@ -6,6 +6,7 @@
 #   RTTS="100" LOSS=0.5 bench/longpath.sh     with 0.5% of packets dropped
 #   SIZE=512M RUNS=3 RATE=500mbit bench/longpath.sh
 #   STREAMS=16 bench/longpath.sh              the spread column with 16 connections
+#   CC=cubic bench/longpath.sh                both namespaces with that congestion control
 #
 # The path: two network namespaces joined by a userspace delay line
 # (bench/delayline.c: TUN devices, each packet held for half the round
@@ -33,6 +34,7 @@ SIZE=${SIZE:-1G}
 RUNS=${RUNS:-3}
 TSECS=${TSECS:-10}
 STREAMS=${STREAMS:-8}
+CC=${CC:-}
 bash scripts/deps.sh || exit 1
 if [ ! -f build-bench/build.ninja ]; then
     meson setup build-bench -Dbuildtype=release >/dev/null || exit 1
@@ -63,6 +65,10 @@ ip netns add "$A" || exit 1
 ip netns add "$B" || exit 1
 inA() { ip netns exec "$A" "$@"; }
 inB() { ip netns exec "$B" "$@"; }
+if [ -n "$CC" ]; then   # a namespace's own, since Linux 4.15
+    inA sysctl -qw net.ipv4.tcp_congestion_control="$CC" &&
+        inB sysctl -qw net.ipv4.tcp_congestion_control="$CC" || exit 1
+fi
 
 # path RTT_MS: the delay line for that round trip, the addresses, tbf
 path() {
@@ -134,7 +140,7 @@ echo "| round trip, loss | weir | weir --streams 1 | weir --streams $STREAMS | m
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 # the figures depend on it (BBR passes the send buffer's ceiling in its
 # start; CUBIC's HyStart may end a slow start sooner): the namespaces
-# inherit the host's
+# inherit the host's unless CC says
 echo "# congestion control: $(inA sysctl -n net.ipv4.tcp_congestion_control)" >&2
 for rtt in $RTTS; do
     path "$rtt"
