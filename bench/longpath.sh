@@ -52,6 +52,7 @@ cleanup() {
     ip netns del "$A" 2>/dev/null
     ip netns del "$B" 2>/dev/null
     rm -rf "$T"
+    [ -n "${ALLOWED:-}" ] && sysctl -qw net.ipv4.tcp_allowed_congestion_control="$ALLOWED"
 }
 trap cleanup EXIT
 cc -O2 -Wall -Wextra -Werror -std=gnu11 -o "$T/delayline" bench/delayline.c || exit 1
@@ -66,6 +67,12 @@ ip netns add "$B" || exit 1
 inA() { ip netns exec "$A" "$@"; }
 inB() { ip netns exec "$B" "$@"; }
 if [ -n "$CC" ]; then   # a namespace's own, since Linux 4.15
+    # a namespace may choose only what the host allows: allowed for the run
+    ALLOWED=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+    case " $ALLOWED " in
+    *" $CC "*) ALLOWED= ;;
+    *) sysctl -qw net.ipv4.tcp_allowed_congestion_control="$ALLOWED $CC" || exit 1 ;;
+    esac
     inA sysctl -qw net.ipv4.tcp_congestion_control="$CC" &&
         inB sysctl -qw net.ipv4.tcp_congestion_control="$CC" || exit 1
 fi
