@@ -95,6 +95,7 @@ same in out "the transfer is whole despite the strangers"
 
 # ---- a place taken twice, a count that contradicts, no one else ------------
 listen "$TMP/rx.out" "$TMP/rx.err" -f -o out --timeout 2
+rm -f lead.out   # the last lead's token must not be read for this one's
 "$JOINER" lead 127.0.0.1 "$LPORT" 15 >lead.out 2>&1 &
 JPID=$!
 PIDS+=("$JPID")
@@ -182,6 +183,7 @@ same big out "the spread transfer is unharmed by the join"
 # ---- found by this test, and mended ------------------------------------------
 # a 'J' whose checksum is wrong is a corrupt record, as 'N' or 'R' would be
 listen "$TMP/rx.out" "$TMP/rx.err" -f -o out --timeout 2
+rm -f lead.out   # the last lead's token must not be read for this one's
 "$JOINER" lead 127.0.0.1 "$LPORT" 15 >lead.out 2>&1 &
 JPID=$!
 PIDS+=("$JPID")
@@ -208,6 +210,7 @@ if on_linux "weir's mark in the SYN (TCP_SAVED_SYN)"; then
     PIDS+=("$LPID")
     wait_for "$TMP/rx.err" "listening on" 10
     LPORT=$(grep -o 'listening on .*' "$TMP/rx.err" | head -n1 | grep -o '[0-9]*$')
+    rm -f run.out   # the last run's token must not be read for this one's
     JOINER_GO=$TMP/go "$JOINER" run 127.0.0.1 "$LPORT" stream.bin 3 honest >run.out 2>&1 &
     RPID=$!
     PIDS+=("$RPID")

@@ -285,6 +285,7 @@ fi
 # joins thread holds the socket, before the transfer grows
 if want 6; then
     onpath_relay
+    rm -f att.out   # the last plan's lines must not be read for this one's
     "${ATT[@]}" resume 127.0.0.1 "$LPORT" @tok >att.out 2>&1 &
     APID=$!
     wait_for att.out "waiting for the token" 10
