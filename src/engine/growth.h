@@ -29,8 +29,9 @@
  *     less of what was sent and the system's estimate of delivery (a new
  *     connection's send buffer fills at once, which is no gain).
  * One thing is foreseen rather than seen: a first connection still in its
- * first slow start, with nothing sent again yet, whose window is within one doubling of the most its
- * send buffer grows to (ss_window * 2 >= ss_sndbuf_most), while its round
+ * first slow start, with nothing sent again yet, whose window is within
+ * one doubling of the most its send buffer grows to
+ * (ss_window * 2 >= ss_sndbuf_most), while its round
  * trip is still within GROWTH_QUEUE_MAX of the least (no queue has built
  * at a bottleneck, so the link is not what stops it), will be
  * window-limited a round trip later, and the first step is taken at once:
