@@ -97,12 +97,14 @@ static int judge(struct growth *g, const struct growth_sample *s)
     /* what the path delivered, not what went into the sockets' buffers
      * (a new connection's buffer fills at once, which is no gain): the
      * less of what was sent and the system's estimate of delivery */
-    g->rate_prev = g->rate;
     g->rate = (double)(s->bytes - g->start.bytes) / secs;
     if (g->dcount && g->dsum / g->dcount < g->rate)
         g->rate = g->dsum / g->dcount;
     g->dsum = 0;
     g->dcount = 0;
+    g->periods++;
+    if (g->rate > g->rate_best)
+        g->rate_best = g->rate;
     uint64_t busy, limited, nbusy, nlimited, mbusy, mlimited;
     period_of_conns(g, s, 0, g->n, &busy, &limited);
     period_of_conns(g, s, g->before, g->n, &nbusy, &nlimited);
@@ -116,9 +118,11 @@ static int judge(struct growth *g, const struct growth_sample *s)
     if (g->settling || judging(g))
         return 0;   /* the last addition awaits its judgement, or ended the growth */
     int k = says ? room_for(g, busy, mbusy, mlimited, secs) : step(g);
-    if (k > 0) {   /* its total will be judged against this one's, or the one's before
-                      when that was more (a stall in this one is no baseline) */
-        g->rate_before = g->rate > g->rate_prev ? g->rate : g->rate_prev;
+    if (g->periods < GROWTH_BASE_PERIODS)
+        return 0;   /* one period is no baseline: it may hold the start, or a stall */
+    if (k > 0) {   /* its total will be judged against the most these connections
+                      moved in a period (a stall is no baseline) */
+        g->rate_before = g->rate_best;
         g->foresaw = false;
         g->before = g->n;
         g->added = 0;
@@ -166,6 +170,8 @@ int growth_sample(struct growth *g, const struct growth_sample *s)
     if (!g->begun || !goes_on(g, s)) {
         g->begun = true;   /* a first sample, or the connections changed under it */
         g->start = *s;
+        g->periods = 0;
+        g->rate_best = 0;
         g->dsum = 0;
         g->dcount = 0;
         return 0;

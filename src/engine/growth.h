@@ -19,15 +19,18 @@
  *   - after an addition nothing more is added until the new connections
  *     are past their slow start (window-limited themselves, or after
  *     GROWTH_SETTLE_MAX periods).  The totals of that period and the next
- *     (GROWTH_GAIN_PERIODS) are then compared with the more of the last
- *     two periods' before the addition; unless each rose by
- *     GROWTH_GAIN_MIN of what the new connections could add (k more on
- *     n: 1 + GAIN * k / n), more connections do not raise it, and the
- *     growth ends for good.  A period on each side, not one: a writer
- *     that stalled (a busy host) sends less in one period and catches up
- *     in the next, which alone would look like a gain.  The total is what the path delivered: the
- *     less of what was sent and the system's estimate of delivery (a new
- *     connection's send buffer fills at once, which is no gain).
+ *     (GROWTH_GAIN_PERIODS) are then compared with the most the older
+ *     connections moved in one period; unless each rose by GROWTH_GAIN_MIN
+ *     of what the new connections could add (k more on n: 1 + GAIN * k /
+ *     n), more connections do not raise it, and the growth ends for good.
+ *     Nothing is added before GROWTH_BASE_PERIODS whole periods over the
+ *     same connections, so that the baseline is never one period alone.
+ *     Periods on each side, not one: a writer that stalled (a busy host,
+ *     or a receiver slow to start) sends less in one period and catches
+ *     up in the next, which alone would look like a gain.  The total is
+ *     what the path delivered: the less of what was sent and the system's
+ *     estimate of delivery (a new connection's send buffer fills at once,
+ *     which is no gain).
  * One thing is foreseen rather than seen: a first connection still in its
  * first slow start, with nothing sent again yet, whose window is within
  * one doubling of the most its send buffer grows to
@@ -64,6 +67,7 @@
 #define GROWTH_LIMITED_MIN 0.5
 #define GROWTH_GAIN_MIN 0.25
 #define GROWTH_GAIN_PERIODS 2
+#define GROWTH_BASE_PERIODS 2
 #define GROWTH_QUEUE_MAX 1.5
 
 /* What the connections did so far. */
@@ -95,11 +99,11 @@ struct growth {
     int settled_for;        /* periods since the last addition */
     int added, before;      /* added since the last judged total (0: none), and n then */
     int mature;             /* n before the last addition */
-    double rate_before;     /* bytes a second before them: the more of the last two
-                               periods' */
+    double rate_before;     /* bytes a second before them: the most of a period */
+    int periods;            /* whole periods over these connections */
+    double rate_best;       /* the most they moved in one of them */
     double rate;            /* the last period's: the mean of the delivery rates sampled in
                                it, else what was sent over its time */
-    double rate_prev;       /* the period's before it */
     int checks;             /* periods still to show the last addition's gain */
     bool foresaw;           /* the last addition was foreseen, not seen */
     double dsum;            /* the delivery rates sampled in the period, and how many */

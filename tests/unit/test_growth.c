@@ -6,7 +6,8 @@
  * that fail take none; a system that says nothing is probed; the limit
  * holds; clocks and counters that go back restart the period; the new
  * connections' slow start is waited for before the gain is judged; a
- * writer that stalls and catches up fakes no gain; a first connection
+ * writer that stalls and catches up, or a slow start of the transfer,
+ * fakes no gain; a first connection
  * about to meet its send buffer's most in slow start is foreseen.
  */
 #include <stdio.h>
@@ -77,9 +78,10 @@ static void window_limited(void)
     struct growth g;
     growth_init(&g, 1, 16);
     struct path p = {.rtt_ms = 100, .says = true};
-    /* one connection, limited by its window: four after a period (two
-     * round trips, 0.25 s at least; the first sample begins it) */
-    CHECK(run(&g, &p, 0.3, 25e6, 1.0, 0.9, NULL) == 0, "nothing before a period is over");
+    /* one connection, limited by its window: four after two periods (a
+     * period is two round trips, 0.25 s at least; the first sample begins
+     * it) */
+    CHECK(run(&g, &p, 0.6, 25e6, 1.0, 0.9, NULL) == 0, "nothing before two periods are over");
     CHECK(run(&g, &p, 0.1, 25e6, 1.0, 0.9, NULL) == 3, "four when the window limits one");
     CHECK(g.n == 4, "four now (%d)", g.n);
     /* four: four times the total; the new ones window-limited at once, so
@@ -102,7 +104,7 @@ static void no_gain(void)
     struct growth g;
     growth_init(&g, 1, 16);
     struct path p = {.rtt_ms = 50, .says = true};
-    CHECK(run(&g, &p, 0.4, 30e6, 1.0, 1.0, NULL) == 3, "three more at first");
+    CHECK(run(&g, &p, 0.7, 30e6, 1.0, 1.0, NULL) == 3, "three more at first");
     /* the total stays near 30 MB/s (a receiver that reads no faster):
      * 1.1 times is under the 1.75 asked of three more on one */
     CHECK(run(&g, &p, 5, 33e6, 1.0, 1.0, NULL) == 0, "no more once it did not gain");
@@ -112,9 +114,9 @@ static void no_gain(void)
 }
 
 /* A busy host: the writer stalls in one period and catches up in the
- * next.  Neither is taken for a gain: the baseline is the more of the
- * last two periods before the addition, and the gain must show in two
- * periods after it. */
+ * next.  Neither is taken for a gain: the baseline is the most of the
+ * periods before the addition, two at least, and the gain must show in
+ * two periods after it. */
 static void stalls(void)
 {
     struct growth g;
@@ -130,12 +132,23 @@ static void stalls(void)
 
     growth_init(&g, 1, 16);
     p = (struct path){.rtt_ms = 50, .says = true};
-    CHECK(run(&g, &p, 0.4, 10e6, 1.0, 1.0, NULL) == 3, "three more at first");
+    CHECK(run(&g, &p, 0.7, 10e6, 1.0, 1.0, NULL) == 3, "three more at first");
     /* the period after the addition: the writer catches up at twice the rate */
     CHECK(run(&g, &p, 0.4, 20e6, 1.0, 1.0, NULL) == 0 && g.end == GROWTH_ON,
           "one period of twice the total decides nothing");
     CHECK(run(&g, &p, 0.3, 10e6, 1.0, 1.0, NULL) == 0 && g.end == GROWTH_NO_GAIN && g.n == 4,
           "and the next, back at 10 MB/s, ends the growth at four (end %d, n %d)", g.end, g.n);
+
+    /* a first period that held the start (a receiver slow to begin, a busy
+     * host): a fifth of the rate, window-limited all the time */
+    growth_init(&g, 1, 16);
+    p = (struct path){.rtt_ms = 50, .says = true};
+    CHECK(run(&g, &p, 0.4, 2e6, 1.0, 1.0, NULL) == 0, "no addition on one period alone");
+    CHECK(run(&g, &p, 0.3, 10e6, 1.0, 1.0, NULL) == 3, "three more after the second");
+    CHECK(g.rate_before > 9.9e6 && g.rate_before < 10.1e6,
+          "judged against the better period, not the start (%.0f)", g.rate_before);
+    CHECK(run(&g, &p, 3, 10.5e6, 1.0, 1.0, NULL) == 0 && g.end == GROWTH_NO_GAIN && g.n == 4,
+          "the same rate over four is no gain (end %d, n %d)", g.end, g.n);
 }
 
 /* The link, not the window; the producer, not the path. */
@@ -157,7 +170,7 @@ static void says_nothing(void)
     struct growth g;
     growth_init(&g, 1, 16);
     struct path p = {.rtt_ms = -1, .says = false};
-    CHECK(run(&g, &p, 0.4, 20e6, 0, 0, NULL) == 3, "probed with three more");
+    CHECK(run(&g, &p, 0.7, 20e6, 0, 0, NULL) == 3, "probed with three more");
     CHECK(run(&g, &p, 1.0, 60e6, 0, 0, NULL) == 4, "four more after a gain");
     CHECK(run(&g, &p, 3, 61e6, 0, 0, NULL) == 0 && g.end == GROWTH_NO_GAIN && g.n == 8,
           "no more once a doubling gains nothing (end %d, n %d)", g.end, g.n);
@@ -208,7 +221,11 @@ static void going_back(void)
     s.now = 11.2;
     s.bytes = 30000000;
     s.busy_us[0] = s.limited_us[0] = 1500000;
-    CHECK(growth_sample(&g, &s) == 3, "a whole period after that is judged");
+    CHECK(growth_sample(&g, &s) == 0, "a whole period after that is judged, and is no baseline");
+    s.now = 11.8;
+    s.bytes = 60000000;
+    s.busy_us[0] = s.limited_us[0] = 2100000;
+    CHECK(growth_sample(&g, &s) == 3, "two are");
     growth_added(&g, 3);
     s.n = 1;   /* a sample from before the join took effect */
     s.now = 12;
@@ -224,7 +241,7 @@ static void slow_start(void)
     growth_init(&g, 1, 16);
     struct path p = {.rtt_ms = 100, .says = true, .slow_for = 0.9};
     p.since[0] = -1000;   /* the first is past its slow start */
-    CHECK(run(&g, &p, 0.4, 25e6, 1.0, 1.0, NULL) == 3, "three more when the first is limited");
+    CHECK(run(&g, &p, 0.7, 25e6, 1.0, 1.0, NULL) == 3, "three more when the first is limited");
     CHECK(run(&g, &p, 0.7, 25e6, 1.0, 1.0, NULL) == 0 && g.settling && g.end == GROWTH_ON,
           "no judgement, and none added, while the new ones are in slow start");
     int at = 0;
