@@ -295,6 +295,28 @@ static int seal_drop(struct fault *f, int server, const unsigned char *data, siz
 }
 
 /* Returns 1 to keep relaying, 0 when the fault ended the connection. */
+/* After a cut's FIN, read what the server still says until it closes (at
+ * most 30 s): closing with its bytes unread would send a reset, which it
+ * could read before the FIN on a busy machine, and a cut is a clean end. */
+static void drain_after_fin(int fd)
+{
+    static unsigned char sink[1 << 16];
+    struct pollfd pfd = {fd, POLLIN, 0};
+    for (int waited = 0; waited < 300;) {
+        int r = poll(&pfd, 1, 100);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return;
+        if (r == 0) {
+            waited++;
+            continue;
+        }
+        if (read(fd, sink, sizeof sink) <= 0)
+            return;
+    }
+}
+
 static int forward(struct fault *f, int client, int server, unsigned char *data, size_t n)
 {
     if (f->mode == SEALDROP)
@@ -324,6 +346,7 @@ static int forward(struct fault *f, int client, int server, unsigned char *data,
             if (f->mode == CUT) {
                 shutdown(server, SHUT_WR);
                 close(client);
+                drain_after_fin(server);
                 return 0;
             }
             if (f->mode == RESET) {
