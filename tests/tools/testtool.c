@@ -294,7 +294,6 @@ static int seal_drop(struct fault *f, int server, const unsigned char *data, siz
     return 1;
 }
 
-/* Returns 1 to keep relaying, 0 when the fault ended the connection. */
 /* After a cut's FIN, read what the server still says until it closes (at
  * most 30 s): closing with its bytes unread would send a reset, which it
  * could read before the FIN on a busy machine, and a cut is a clean end. */
@@ -317,6 +316,7 @@ static void drain_after_fin(int fd)
     }
 }
 
+/* Returns 1 to keep relaying, 0 when the fault ended the connection. */
 static int forward(struct fault *f, int client, int server, unsigned char *data, size_t n)
 {
     if (f->mode == SEALDROP)
