@@ -123,6 +123,24 @@ static void finish_job(struct output *o)
                 o->name, e.msg, n);
 }
 
+/* A probe was judged (growth.h): the connections the path does not need
+ * leave the transfer, and the growth is over either way. */
+static void sized(struct output *o, int leave)
+{
+    const struct growth *g = &o->growth;
+    if (leave > 0)
+        leave = stripe_let_go(&o->t, g->n);
+    if (leave > 0)
+        log_msg(o->p->log, LOG_INFO, "%s: %d connection%s leave%s the transfer: it needs %d "
+                "(%.1f MB/s over %d, a connection's window moves %.1f) (--streams auto)",
+                o->name, leave, leave == 1 ? "" : "s", leave == 1 ? "s" : "", g->n,
+                g->probe_best / 1e6, g->n + leave, g->one / 1e6);
+    else
+        log_msg(o->p->log, LOG_INFO, "%s: the path needs all %d connections (%.1f MB/s, a "
+                "connection's window moves %.1f) (--streams auto)", o->name, g->n,
+                g->probe_best / 1e6, g->one / 1e6);
+}
+
 void grow_tick(struct output *o)
 {
     if (o->grow_job && atomic_load(&o->grow_job->done))
@@ -132,6 +150,8 @@ void grow_tick(struct output *o)
     struct growth_sample s;
     figures(o, &s);
     int k = growth_sample(&o->growth, &s);
+    if (o->growth.end == GROWTH_SIZED)
+        sized(o, -k);
     if (o->growth.end == GROWTH_NO_GAIN)
         log_msg(o->p->log, LOG_INFO, "%s: more connections did not raise the total (%.1f MB/s "
                 "before, %.1f after): going on over %d (--streams auto)", o->name,
@@ -140,8 +160,8 @@ void grow_tick(struct output *o)
         return;
     if (o->growth.foresaw)
         log_msg(o->p->log, LOG_DEBUG, "%s: in slow start, the window (%.1f MB) is within a "
-                "doubling of the send buffer's most (%.1f MB)", o->name, s.ss_window / 1e6,
-                s.ss_sndbuf_most / 1e6);
+                "doubling of the send buffer's most (%.1f MB): a probe of %d connections",
+                o->name, s.ss_window / 1e6, s.ss_sndbuf_most / 1e6, o->growth.n + k);
     else
         log_msg(o->p->log, LOG_DEBUG, "%s: %.1f MB/s over %d", o->name, o->growth.rate / 1e6,
                 o->nstreams);

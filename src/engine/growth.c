@@ -4,6 +4,8 @@
  */
 #include "engine/growth.h"
 
+#include <math.h>
+
 void growth_init(struct growth *g, int n, int max)
 {
     *g = (struct growth){.n = n, .max = max, .mature = n};
@@ -90,6 +92,25 @@ static int room_for(const struct growth *g, uint64_t busy, uint64_t mbusy, uint6
     return step(g);
 }
 
+/* A probe past its slow start, in one of its judged periods: 0 while it
+ * is still judged, else minus how many must leave (the path needs the
+ * most moved over what one connection moves, rounded up).  Either way the
+ * growth ends with its judgement. */
+static int sized(struct growth *g)
+{
+    if (g->rate > g->probe_best)
+        g->probe_best = g->rate;
+    if (--g->checks > 0)
+        return 0;
+    double need = g->one > 0 ? ceil(g->probe_best / g->one) : g->n;
+    int keep = need < 1 ? 1 : need < g->n ? (int)need : g->n;
+    int leave = g->n - keep;
+    g->n = keep;
+    g->added = 0;
+    g->end = GROWTH_SIZED;
+    return -leave;
+}
+
 /* A period ended (from g->start to s): how many to add. */
 static int judge(struct growth *g, const struct growth_sample *s)
 {
@@ -115,6 +136,8 @@ static int judge(struct growth *g, const struct growth_sample *s)
         g->settling = false;
         g->checks = GROWTH_GAIN_PERIODS;
     }
+    if (!g->settling && g->foresaw)
+        return sized(g);
     if (g->settling || judging(g))
         return 0;   /* the last addition awaits its judgement, or ended the growth */
     int k = says ? room_for(g, busy, mbusy, mlimited, secs) : step(g);
@@ -143,16 +166,22 @@ static bool goes_on(const struct growth *g, const struct growth_sample *s)
 }
 
 /* The first connection will be window-limited within one round trip
- * (growth.h): its first step is taken now.  0: not foreseen. */
+ * (growth.h): the probe, up to the limit, is taken now.  0: not
+ * foreseen. */
 static int foreseen(struct growth *g, const struct growth_sample *s)
 {
     if (g->n != 1 || g->settling || g->checks > 0 || s->n != 1 || s->ss_sndbuf_most == 0 ||
         s->ss_window == 0 || 2 * s->ss_window < s->ss_sndbuf_most || s->min_rtt_ms <= 0 ||
         s->rtt_ms <= 0 || s->rtt_ms > GROWTH_QUEUE_MAX * s->min_rtt_ms)
         return 0;
-    int k = step(g);
+    int k = g->max - g->n;
     if (k > 0) {
-        g->rate_before = (double)s->ss_window / (s->min_rtt_ms / 1000.0);
+        double secs = s->min_rtt_ms / 1000.0;
+        uint64_t least = s->ss_sndbuf_most / 2 < s->ss_window ? s->ss_sndbuf_most / 2
+                                                               : s->ss_window;
+        g->rate_before = (double)s->ss_window / secs;
+        g->one = (double)least / secs;
+        g->probe_best = 0;
         g->foresaw = true;
         g->before = g->n;
         g->added = 0;
@@ -197,6 +226,6 @@ void growth_added(struct growth *g, int k)
     g->settling = true;
     g->settled_for = 0;
     g->begun = false;   /* the next sample counts the new connections too */
-    if (g->n >= g->max)
-        g->end = GROWTH_AT_MOST;
+    if (g->n >= g->max && !g->foresaw)
+        g->end = GROWTH_AT_MOST;   /* a probe is judged first */
 }

@@ -37,19 +37,28 @@
  * (ss_window * 2 >= ss_sndbuf_most), while its round
  * trip is still within GROWTH_QUEUE_MAX of the least (no queue has built
  * at a bottleneck, so the link is not what stops it), will be
- * window-limited a round trip later, and the first step is taken at once:
- * the new connections' slow start then runs beside that last doubling,
- * instead of after it and a period's judgement.  That addition's gain is
- * judged against what the first connection's window moved then, a round
- * trip's worth of it.
+ * window-limited a round trip later.  How far the link goes beyond it is
+ * not known yet, so that step is a probe: connections are added at once
+ * up to the limit, and their slow starts run side by side and beside that
+ * last doubling, instead of one after another with a judgement between.
+ * Once they are past their slow start (as above), the most they moved in
+ * one of GROWTH_GAIN_PERIODS periods, over what one connection's window
+ * moves a round trip (the less of the first's window then and half its
+ * send buffer's most: the least it can be), rounded up, is how many the
+ * path needs; the others leave the transfer (they carry no more chunks
+ * and end), and the growth ends.  A probe on a link that one or two
+ * connections fill so holds its connections for a few periods, not for
+ * the transfer.
  * So weir takes no more than its share of a link others use, nor of one
  * it fills, where the connections stop being window-limited or stop
- * raising the total.
+ * raising the total, or the probe's total says fewer will do.
  *
  * Contract: growth_init(), then growth_sample() with each sample (at any
  * rate: the rule keeps its own periods); it returns how many connections
- * to add now (0: none), and growth_added() says how many joined.  No
- * locks, no clocks of its own: the caller passes `now`.
+ * to add now (0: none), and growth_added() says how many joined; or, once
+ * a probe is judged, minus how many of the last joined must leave (the
+ * first g->n carry the transfer on).  No locks, no clocks of its own: the
+ * caller passes `now`.
  */
 #ifndef WEIR_GROWTH_H
 #define WEIR_GROWTH_H
@@ -88,7 +97,7 @@ struct growth_sample {
     uint64_t ss_window, ss_sndbuf_most;
 };
 
-enum growth_end { GROWTH_ON, GROWTH_NO_GAIN, GROWTH_AT_MOST, GROWTH_JOINS_FAILED };
+enum growth_end { GROWTH_ON, GROWTH_NO_GAIN, GROWTH_AT_MOST, GROWTH_JOINS_FAILED, GROWTH_SIZED };
 
 struct growth {
     int n, max;             /* connections now, and at most */
@@ -105,13 +114,16 @@ struct growth {
     double rate;            /* the last period's: the mean of the delivery rates sampled in
                                it, else what was sent over its time */
     int checks;             /* periods still to show the last addition's gain */
-    bool foresaw;           /* the last addition was foreseen, not seen */
+    bool foresaw;           /* the last addition was foreseen, not seen: a probe */
+    double one;             /* a probe's: what one connection's window moves, bytes a second */
+    double probe_best;      /* the most its connections moved in a judged period */
     double dsum;            /* the delivery rates sampled in the period, and how many */
     int dcount;
 };
 
 void growth_init(struct growth *g, int n, int max);
-/* The connections' figures now: how many to add (0: none). */
+/* The connections' figures now: how many to add (0: none), or minus how
+ * many must leave (a probe judged: g->n carry on). */
 int growth_sample(struct growth *g, const struct growth_sample *s);
 /* k of those asked for joined (0: none could: the growth ends). */
 void growth_added(struct growth *g, int k);

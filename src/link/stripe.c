@@ -51,6 +51,8 @@ struct conn {
     uint64_t last;             /* its thread's: the last chunk number it carried */
     bool any;                  /* its thread's: it carried one */
     bool over;                 /* the owner's: its direction ended with its last record */
+    bool let_go;               /* lock: spreading, its thread ended it before the stream's
+                                  end (stripe_let_go) */
     bool waiting;              /* lock: it waits for the window with a chunk's header */
     uint64_t pending;          /* lock: that chunk's number */
 };
@@ -72,6 +74,7 @@ struct stripe {
     int nq;
     uint64_t next_seq;         /* the owner's: the next chunk's number */
     bool closing;              /* lock: no more chunks come */
+    int carry;                 /* lock: connections from this one on take no more chunks */
     /* gathering: chunk seq lives in slot seq % window while it is held */
     unsigned window;
     unsigned char *store;      /* window * CODEC_CHUNK_MAX */
@@ -179,6 +182,7 @@ static struct stripe *new_stripe(void)
 {
     struct stripe *s = calloc(1, sizeof *s);
     if (s) {
+        s->carry = CODEC_STREAMS_MAX;
         sync_mutex_init(&s->lock);
         sync_cond_init(&s->cv);
     }
@@ -329,9 +333,10 @@ const char *stripe_why(const struct transport *st)
 
 /* ---- spreading --------------------------------------------------------------- */
 
-/* The oldest chunk waiting, taken for sending; NULL when the thread must
- * leave (a failure, quit, or no more chunks come and none wait). */
-static struct chunk *take_chunk(struct stripe *s)
+/* The oldest chunk waiting, taken for sending on c; NULL when the thread
+ * must leave (a failure, quit, no more chunks come and none wait, or c
+ * was let go). */
+static struct chunk *take_chunk(struct stripe *s, const struct conn *c)
 {
     sync_lock(&s->lock);
     for (;;) {
@@ -339,7 +344,8 @@ static struct chunk *take_chunk(struct stripe *s)
         for (int i = 0; i < s->nq; i++)
             if (s->q[i].state == CHUNK_QUEUED && (!oldest || s->q[i].seq < oldest->seq))
                 oldest = &s->q[i];
-        if (s->err || atomic_load(&s->quit) || (!oldest && s->closing)) {
+        if (s->err || atomic_load(&s->quit) || (!oldest && s->closing) ||
+            c->index >= s->carry) {
             sync_unlock(&s->lock);
             return NULL;
         }
@@ -366,13 +372,51 @@ static int send_chunk(struct stripe *s, struct conn *c, struct chunk *k)
     return 0;
 }
 
+/* A direction's end, once its chunks are sent: its END record when
+ * sealed, then the half-close (n: the stripe's connections, for the
+ * message; stop: the caller's). */
+static int end_conn(struct stripe *s, struct conn *c, int n, atomic_bool *stop,
+                    struct weir_error *err)
+{
+    struct transport *t = &c->t;
+    if (t->sealed && !c->over) {
+        transport_sealed_last(t);
+        unsigned char nothing = 0;
+        struct iovec none = {&nothing, 0};   /* an empty record */
+        if (t->ops->writev(t, &none, 1, s->timeout_ms, stop) < 0)
+            return error_sys(err, t->status, errno, "%s (connection %d of %d): write", t->name,
+                             c->index + 1, n);
+    }
+    return t->ops->half_close(t, err);
+}
+
+/* c was let go while the stream runs: its chunks are sent, so it ends
+ * (its peer reads a clean end), and the stripe fails if it cannot. */
+static void let_go(struct stripe *s, struct conn *c)
+{
+    sync_lock(&s->lock);
+    bool ends = !s->err && !atomic_load(&s->quit) && c->index >= s->carry;
+    int n = s->n;
+    sync_unlock(&s->lock);
+    if (!ends)
+        return;
+    struct weir_error e;
+    int rc = end_conn(s, c, n, &s->quit, &e);
+    int err = errno;
+    sync_lock(&s->lock);
+    c->let_go = true;
+    if (rc != 0 && !atomic_load(&s->quit))
+        fail_locked(s, c, err, NULL);
+    sync_unlock(&s->lock);
+}
+
 static void *spread_main(void *arg)
 {
     struct conn *c = arg;
     struct stripe *s = c->s;
     take_wake_signal();
     struct chunk *k;
-    while ((k = take_chunk(s)) != NULL) {
+    while ((k = take_chunk(s, c)) != NULL) {
         int rc = send_chunk(s, c, k);
         int err = errno;
         sync_lock(&s->lock);
@@ -384,6 +428,7 @@ static void *spread_main(void *arg)
         if (rc != 0)
             break;
     }
+    let_go(s, c);
     left(c);
     return NULL;
 }
@@ -465,20 +510,10 @@ static int out_half_close(struct transport *t, struct weir_error *err)
         errno = failed;
         return error_set(err, t->status, "%s: %s", t->name, s->why);
     }
-    for (int i = 0; i < s->n; i++) {
-        struct transport *c = &s->c[i].t;
-        if (c->sealed && !s->c[i].over) {
-            /* a sealed direction ends with its END record */
-            transport_sealed_last(c);
-            unsigned char nothing = 0;
-            struct iovec none = {&nothing, 0};   /* an empty record */
-            if (c->ops->writev(c, &none, 1, s->timeout_ms, s->stop) < 0)
-                return error_sys(err, t->status, errno, "%s (connection %d of %d): write",
-                                 t->name, i + 1, s->n);
-        }
-        if (c->ops->half_close(c, err) != 0)
+    /* the threads have left: what they set is the owner's to read */
+    for (int i = 0; i < s->n; i++)
+        if (!s->c[i].let_go && end_conn(s, &s->c[i], s->n, s->stop, err) != 0)
             return -1;
-    }
     return 0;
 }
 
@@ -853,6 +888,22 @@ int stripe_in(struct transport *st, struct transport *conns, int n, unsigned win
     return launch(st, s, conns, n, gather_main, &in_ops, err);
 }
 
+/* ---- fewer connections, while it runs --------------------------------------------- */
+
+int stripe_let_go(struct transport *st, int keep)
+{
+    struct stripe *s = st->stripe;
+    if (!s || !s->out || keep < 1)
+        return 0;
+    sync_lock(&s->lock);
+    int from = keep < s->carry ? keep : s->carry;
+    int gone = from < s->n ? s->n - from : 0;
+    s->carry = from;
+    sync_broadcast(&s->cv);
+    sync_unlock(&s->lock);
+    return gone;
+}
+
 /* ---- a connection more, while it runs ------------------------------------------ */
 
 /* Why a running stripe cannot take another connection now; NULL: it can. */
@@ -864,6 +915,8 @@ static const char *no_room_locked(const struct stripe *s)
         return "the transfer has all the connections it may have";
     if (s->out && s->closing)
         return "the stream has ended";
+    if (s->carry < CODEC_STREAMS_MAX)
+        return "the transfer let connections go: it needs no more";
     if (!s->out && s->live == 0)
         return "every connection of the transfer has ended";
     if (!s->out && 2u * (unsigned)(s->n + 1) > s->window)

@@ -60,6 +60,14 @@ int stripe_in(struct transport *st, struct transport *conns, int n, unsigned win
  * at a gathering end whose window has no two chunks for it.  Safe beside
  * the owner's calls.  0, or -1 with *err. */
 int stripe_add(struct transport *st, struct transport *conn, struct weir_error *err);
+/* A spreading end carries on over its first `keep` connections (at least
+ * one): each later one sends the chunk it holds, then ends as at the
+ * stream's end (its END record when sealed, then a half-close), and its
+ * peer reads a clean end there while the others go on.  It fails st as
+ * any write would if it cannot end.  How many were let go (0 at a
+ * gathering end, or when no more than keep carry it).  Safe beside the
+ * owner's calls. */
+int stripe_let_go(struct transport *st, int keep);
 /* Why st could not take a connection more now, in words; NULL: it could. */
 const char *stripe_room(struct transport *st);
 

@@ -39,6 +39,11 @@
  *                       limited by the peer's window all the time since the
  *                       process first asked (a long path that one window
  *                       cannot fill, on loopback: --streams auto grows)
+ *   tcp_probe=MS        as tcp_long, and each connection is in its first
+ *                       slow start (no ssthresh, nothing sent again) with
+ *                       a window of 8 MiB over a least round trip of MS:
+ *                       past half of any send buffer's most, so
+ *                       --streams auto probes at once
  *
  * Everything else passes straight through to libc.
  */
@@ -389,6 +394,9 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
     REAL(getsockopt);
     int rc = real_getsockopt(fd, level, name, val, len);
     unsigned long long ms = fault_num("tcp_long");
+    unsigned long long probe = fault_num("tcp_probe");
+    if (!ms)
+        ms = probe;
     if (rc != 0 || !ms || level != IPPROTO_TCP || name != TCP_INFO)
         return rc;
     struct timespec now;
@@ -404,6 +412,13 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
         ti->tcpi_busy_time = since;
         ti->tcpi_rwnd_limited = since;
         ti->tcpi_sndbuf_limited = 0;
+    }
+    if (probe && *len >= offsetof(struct tcp_info, tcpi_min_rtt) + sizeof ti->tcpi_min_rtt) {
+        ti->tcpi_min_rtt = (uint32_t)(ms * 1000);
+        ti->tcpi_snd_ssthresh = 0x7fffffffU;
+        ti->tcpi_total_retrans = 0;
+        ti->tcpi_snd_mss = 1024;
+        ti->tcpi_snd_cwnd = 8192;
     }
     return rc;
 }

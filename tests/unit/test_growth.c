@@ -8,7 +8,8 @@
  * connections' slow start is waited for before the gain is judged; a
  * writer that stalls and catches up, or a slow start of the transfer,
  * fakes no gain; a first connection
- * about to meet its send buffer's most in slow start is foreseen.
+ * about to meet its send buffer's most in slow start probes, and the
+ * probe's total says how many stay.
  */
 #include <stdio.h>
 
@@ -26,6 +27,7 @@ struct path {
     double since[GROWTH_CONNS_MAX];   /* when each joined */
     double min_rtt_ms;                /* the first's least round trip */
     uint64_t ss_window, ss_most;      /* the first's slow start (0: past it) */
+    int left;                         /* connections the rule let go */
 };
 
 static struct growth_sample sample_of(const struct path *p, int n)
@@ -59,6 +61,8 @@ static int run(struct growth *g, struct path *p, double secs, double rate, doubl
         }
         struct growth_sample s = sample_of(p, g->n);
         int k = growth_sample(g, &s);
+        if (k < 0)
+            p->left -= k;
         if (k > 0) {
             if (asked_at_n)
                 *asked_at_n = g->n;
@@ -250,14 +254,16 @@ static void slow_start(void)
 }
 
 /* A first connection in its first slow start whose window is within one
- * doubling of the most its send buffer grows to takes the first step at
- * once, unless a queue has built on the path or the figures are unknown;
- * that step's gain is judged against what its window moved. */
+ * doubling of the most its send buffer grows to probes at once, up to the
+ * limit, unless a queue has built on the path or the figures are unknown;
+ * once the probe's connections are past their slow start, its total over
+ * what one window moves says how many stay. */
 static void foresight(void)
 {
     struct growth g;
-    growth_init(&g, 1, 16);
-    struct path p = {.rtt_ms = 100, .says = true, .min_rtt_ms = 100, .ss_most = 4000000};
+    growth_init(&g, 1, 8);
+    struct path p = {.rtt_ms = 100, .says = true, .min_rtt_ms = 100, .ss_most = 4000000,
+                     .slow_for = 0.5};
     p.ss_window = 1000000;
     CHECK(run(&g, &p, 0.1, 5e6, 1.0, 0.0, NULL) == 0, "a window far from the most: nothing");
     p.ss_window = 2100000;
@@ -268,21 +274,37 @@ static void foresight(void)
     p.ss_most = 0;
     CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 0, "the most unknown: nothing foreseen");
     p.ss_most = 4000000;
-    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 3 && g.n == 4 && g.foresaw,
-          "within a doubling, in slow start: three more at once, not after a period");
-    CHECK(g.rate_before > 20.9e6 && g.rate_before < 21.1e6,
-          "judged against what the window moved a round trip (%.0f)", g.rate_before);
-    CHECK(run(&g, &p, 1.0, 30e6, 1.0, 0.9, NULL) == 0 && g.end == GROWTH_NO_GAIN,
-          "four moving less than 1.75 times that: the growth ends");
+    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 7 && g.n == 8 && g.foresaw,
+          "within a doubling, in slow start: a probe to the limit at once, not after a period");
+    CHECK(g.one > 19.9e6 && g.one < 20.1e6,
+          "one connection's share is half the send buffer's most a round trip (%.0f)", g.one);
+    CHECK(run(&g, &p, 0.4, 50e6, 1.0, 0.9, NULL) == 0 && p.left == 0 && g.end == GROWTH_ON,
+          "nothing leaves while the probe's connections are in slow start");
+    CHECK(run(&g, &p, 1.0, 50e6, 1.0, 0.9, NULL) == 0 && p.left == 5 && g.n == 3 &&
+              g.end == GROWTH_SIZED,
+          "50 MB/s over windows of 20 each: three carry on, five leave (%d left)", p.left);
+    CHECK(run(&g, &p, 2.0, 50e6, 1.0, 1.0, NULL) == 0 && p.left == 5,
+          "after the probe, nothing more is added or let go");
 
-    growth_init(&g, 1, 16);
+    /* a link that one connection fills: all but the first leave */
+    growth_init(&g, 1, 8);
     p = (struct path){.rtt_ms = 100, .says = true, .min_rtt_ms = 100, .ss_most = 4000000,
                       .ss_window = 2100000};
-    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 3, "foreseen again on a new rule");
-    int at = 0;
-    CHECK(run(&g, &p, 1.0, 100e6, 1.0, 0.9, &at) == 4 && at == 4,
-          "four that gain: the window rule, not the foresight, takes the next step");
-    CHECK(!g.foresaw, "that step was seen");
+    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 7, "foreseen again on a new rule");
+    CHECK(run(&g, &p, 3.0, 15e6, 1.0, 0.2, NULL) == 0 && p.left == 7 && g.n == 1,
+          "15 MB/s, which one window carries (never window-limited: judged after the "
+          "longest settling): the probe's seven leave (%d)", p.left);
+
+    /* a link that needs them all: none leaves, and the growth is over */
+    growth_init(&g, 1, 8);
+    p = (struct path){.rtt_ms = 100, .says = true, .min_rtt_ms = 100, .ss_most = 4000000,
+                      .ss_window = 3000000};
+    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 7, "a probe from a larger window");
+    CHECK(g.one > 19.9e6 && g.one < 20.1e6, "a window past half the most counts as half (%.0f)",
+          g.one);
+    CHECK(run(&g, &p, 2.0, 180e6, 1.0, 1.0, NULL) == 0 && p.left == 0 && g.n == 8 &&
+              g.end == GROWTH_SIZED,
+          "180 MB/s: all eight stay, and nothing more is asked");
 }
 
 int main(void)
