@@ -159,9 +159,10 @@ void grow_tick(struct output *o)
     if (k <= 0)
         return;
     if (o->growth.foresaw)
-        log_msg(o->p->log, LOG_DEBUG, "%s: in slow start, the window (%.1f MB) is within a "
-                "doubling of the send buffer's most (%.1f MB): a probe of %d connections",
-                o->name, s.ss_window / 1e6, s.ss_sndbuf_most / 1e6, o->growth.n + k);
+        log_msg(o->p->log, LOG_DEBUG, "%s: in slow start, the window (%.1f MB) is within %d "
+                "doublings of the send buffer's most (%.1f MB): a probe of %d connections",
+                o->name, s.ss_window / 1e6, GROWTH_PROBE_DOUBLINGS, s.ss_sndbuf_most / 1e6,
+                o->growth.n + k);
     else
         log_msg(o->p->log, LOG_DEBUG, "%s: %.1f MB/s over %d", o->name, o->growth.rate / 1e6,
                 o->nstreams);

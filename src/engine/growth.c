@@ -165,22 +165,21 @@ static bool goes_on(const struct growth *g, const struct growth_sample *s)
     return true;
 }
 
-/* The first connection will be window-limited within one round trip
- * (growth.h): the probe, up to the limit, is taken now.  0: not
- * foreseen. */
+/* The first connection will be window-limited within
+ * GROWTH_PROBE_DOUBLINGS round trips (growth.h): the probe, up to the
+ * limit, is taken now.  0: not foreseen. */
 static int foreseen(struct growth *g, const struct growth_sample *s)
 {
     if (g->n != 1 || g->settling || g->checks > 0 || s->n != 1 || s->ss_sndbuf_most == 0 ||
-        s->ss_window == 0 || 2 * s->ss_window < s->ss_sndbuf_most || s->min_rtt_ms <= 0 ||
+        s->ss_window == 0 ||
+        (s->ss_window << GROWTH_PROBE_DOUBLINGS) < s->ss_sndbuf_most || s->min_rtt_ms <= 0 ||
         s->rtt_ms <= 0 || s->rtt_ms > GROWTH_QUEUE_MAX * s->min_rtt_ms)
         return 0;
     int k = g->max - g->n;
     if (k > 0) {
         double secs = s->min_rtt_ms / 1000.0;
-        uint64_t least = s->ss_sndbuf_most / 2 < s->ss_window ? s->ss_sndbuf_most / 2
-                                                               : s->ss_window;
         g->rate_before = (double)s->ss_window / secs;
-        g->one = (double)least / secs;
+        g->one = (double)(s->ss_sndbuf_most / 2) / secs;
         g->probe_best = 0;
         g->foresaw = true;
         g->before = g->n;

@@ -33,22 +33,22 @@
  *     which is no gain).
  * One thing is foreseen rather than seen: a first connection still in its
  * first slow start, with nothing sent again yet, whose window is within
- * one doubling of the most its send buffer grows to
- * (ss_window * 2 >= ss_sndbuf_most), while its round
+ * GROWTH_PROBE_DOUBLINGS doublings of the most its send buffer grows to
+ * (ss_window << GROWTH_PROBE_DOUBLINGS >= ss_sndbuf_most), while its round
  * trip is still within GROWTH_QUEUE_MAX of the least (no queue has built
  * at a bottleneck, so the link is not what stops it), will be
- * window-limited a round trip later.  How far the link goes beyond it is
- * not known yet, so that step is a probe: connections are added at once
- * up to the limit, and their slow starts run side by side and beside that
- * last doubling, instead of one after another with a judgement between.
- * Once they are past their slow start (as above), the most they moved in
- * one of GROWTH_GAIN_PERIODS periods, over what one connection's window
- * moves a round trip (the less of the first's window then and half its
- * send buffer's most: the least it can be), rounded up, is how many the
- * path needs; the others leave the transfer (they carry no more chunks
- * and end), and the growth ends.  A probe on a link that one or two
- * connections fill so holds its connections for a few periods, not for
- * the transfer.
+ * window-limited that many round trips later unless the link stops it
+ * first.  How far the link goes is not known yet, so that step is a
+ * probe: connections are added at once up to the limit, and their slow
+ * starts run side by side and beside the first one's last doublings,
+ * instead of one after another with a judgement between.  Once they are
+ * past their slow start (as above), the most they moved in one of
+ * GROWTH_GAIN_PERIODS periods, over what one connection's window moves
+ * (half its send buffer's most a round trip: less than a window that
+ * stopped growing holds), rounded up, is how many the path needs; the
+ * others leave the transfer (they carry no more chunks and end), and the
+ * growth ends.  A probe on a link that one or two connections fill so
+ * holds its connections for a few periods, not for the transfer.
  * So weir takes no more than its share of a link others use, nor of one
  * it fills, where the connections stop being window-limited or stop
  * raising the total, or the probe's total says fewer will do.
@@ -78,6 +78,7 @@
 #define GROWTH_GAIN_PERIODS 2
 #define GROWTH_BASE_PERIODS 2
 #define GROWTH_QUEUE_MAX 1.5
+#define GROWTH_PROBE_DOUBLINGS 3
 
 /* What the connections did so far. */
 struct growth_sample {

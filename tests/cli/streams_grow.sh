@@ -87,7 +87,7 @@ PROBE=(env ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" WEIR_FAULT=
 for keyed in 0 1; do
     k=()
     [ "$keyed" = 1 ] && k=(--key-file "$KEY")
-    gen in $(sized 25165843 12582917) random
+    gen in $(sized 25165843 33554467) random   # slow joins where sanitized
     listen rx.out rx.err -v -f -o out "${k[@]}"
     expect 0 "a probe on a long path${k:+, with a key}" "${PROBE[@]}" "$WEIR" -v -r 10M \
         -i in -O "127.0.0.1:$LPORT" "${k[@]}"
