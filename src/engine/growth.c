@@ -95,9 +95,13 @@ static int room_for(const struct growth *g, uint64_t busy, uint64_t mbusy, uint6
 /* A probe past its slow start, in one of its judged periods: 0 while it
  * is still judged, else minus how many must leave (the path needs the
  * most moved over what one connection moves, rounded up).  Either way the
- * growth ends with its judgement. */
-static int sized(struct growth *g)
+ * growth ends with its judgement.  A period in which the data, not the
+ * path, was slow (busy under GROWTH_BUSY_MIN) measures nothing and is not
+ * counted: the probe waits, its connections idle rather than competing. */
+static int sized(struct growth *g, uint64_t busy, double secs)
 {
+    if (busy > 0 && (double)busy < GROWTH_BUSY_MIN * g->n * secs * 1e6)
+        return 0;
     if (g->rate > g->probe_best)
         g->probe_best = g->rate;
     if (--g->checks > 0)
@@ -137,7 +141,7 @@ static int judge(struct growth *g, const struct growth_sample *s)
         g->checks = GROWTH_GAIN_PERIODS;
     }
     if (!g->settling && g->foresaw)
-        return sized(g);
+        return sized(g, busy, secs);
     if (g->settling || judging(g))
         return 0;   /* the last addition awaits its judgement, or ended the growth */
     int k = says ? room_for(g, busy, mbusy, mlimited, secs) : step(g);

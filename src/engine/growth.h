@@ -43,7 +43,8 @@
  * starts run side by side and beside the first one's last doublings,
  * instead of one after another with a judgement between.  Once they are
  * past their slow start (as above), the most they moved in one of
- * GROWTH_GAIN_PERIODS periods, over what one connection's window moves
+ * GROWTH_GAIN_PERIODS periods (busy ones: a period in which the data was
+ * what is slow does not count), over what one connection's window moves
  * (half its send buffer's most a round trip: less than a window that
  * stopped growing holds), rounded up, is how many the path needs; the
  * others leave the transfer (they carry no more chunks and end), and the

@@ -392,7 +392,7 @@ static int end_conn(struct stripe *s, struct conn *c, int n, atomic_bool *stop,
 
 /* c was let go while the stream runs: its chunks are sent, so it ends
  * (its peer reads a clean end), and the stripe fails if it cannot. */
-static void let_go(struct stripe *s, struct conn *c)
+static void leave_if_let_go(struct stripe *s, struct conn *c)
 {
     sync_lock(&s->lock);
     bool ends = !s->err && !atomic_load(&s->quit) && c->index >= s->carry;
@@ -428,7 +428,7 @@ static void *spread_main(void *arg)
         if (rc != 0)
             break;
     }
-    let_go(s, c);
+    leave_if_let_go(s, c);
     left(c);
     return NULL;
 }
@@ -898,7 +898,8 @@ int stripe_let_go(struct transport *st, int keep)
     sync_lock(&s->lock);
     int from = keep < s->carry ? keep : s->carry;
     int gone = from < s->n ? s->n - from : 0;
-    s->carry = from;
+    if (gone > 0)
+        s->carry = from;
     sync_broadcast(&s->cv);
     sync_unlock(&s->lock);
     return gone;

@@ -298,6 +298,18 @@ static void foresight(void)
           "15 MB/s, which one window carries (never window-limited: judged after the "
           "longest settling): the probe's seven leave (%d)", p.left);
 
+    /* the data slow while the probe is judged (a producer, not the path):
+     * nothing is judged, nothing leaves, until the path is what limits */
+    growth_init(&g, 1, 8);
+    p = (struct path){.rtt_ms = 100, .says = true, .min_rtt_ms = 100, .ss_most = 4000000,
+                      .ss_window = 2100000};
+    CHECK(run(&g, &p, 0.1, 10e6, 1.0, 0.0, NULL) == 7, "a probe, then a slow producer");
+    CHECK(run(&g, &p, 3.0, 2e6, 0.2, 1.0, NULL) == 0 && p.left == 0 && g.end == GROWTH_ON,
+          "busy a fifth of the time: the probe is not judged, all eight stay (%d left)",
+          p.left);
+    CHECK(run(&g, &p, 1.0, 50e6, 1.0, 1.0, NULL) == 0 && p.left == 5 && g.n == 3,
+          "busy again at 50 MB/s: judged then, three stay (%d left)", p.left);
+
     /* a link that needs them all: none leaves, and the growth is over */
     growth_init(&g, 1, 8);
     p = (struct path){.rtt_ms = 100, .says = true, .min_rtt_ms = 100, .ss_most = 4000000,
