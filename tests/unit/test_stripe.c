@@ -2,7 +2,8 @@
  * test_stripe.c - a stream spread over several connections comes back in
  * order and whole, at awkward sizes and connection counts, with one
  * connection much slower than the others (so that chunks arrive out of
- * order and the window fills); and a gathering end refuses what is not
+ * order and the window fills), also when some connections are let go
+ * while it runs; and a gathering end refuses what is not
  * its stream: junk, a chunk out of its connection's order, one carried
  * twice, a connection that ends inside a chunk.  The connections are
  * socket pairs; nothing here is timed.
@@ -48,6 +49,8 @@ struct writer_arg {
     size_t len;
     uint32_t seed;
     int rc;
+    size_t let_go_at;   /* once this much is written, only `keep` carry it (0: never) */
+    int keep, gone;
 };
 
 static uint32_t next_rand(uint32_t *s)
@@ -75,6 +78,8 @@ static void *writer(void *arg)
             return NULL;
         }
         done += (size_t)r;
+        if (w->let_go_at && done >= w->let_go_at && w->gone == 0)
+            w->gone = stripe_let_go(w->t, w->keep);
     }
     struct weir_error e;
     if (w->t->ops->half_close(w->t, &e) != 0)
@@ -82,7 +87,10 @@ static void *writer(void *arg)
     return NULL;
 }
 
-static void round_trip(int n, size_t len, unsigned window, int slow)
+/* n connections carry len bytes through a window of `window` chunks (one
+ * of them slow: a send buffer of `slow` bytes, 0 none); once let_go_at
+ * bytes are written (0: never), the first `keep` alone carry the rest. */
+static void trip(int n, size_t len, unsigned window, int slow, size_t let_go_at, int keep)
 {
     struct transport a[CODEC_STREAMS_MAX], b[CODEC_STREAMS_MAX], out, in;
     struct weir_error err;
@@ -95,7 +103,8 @@ static void round_trip(int n, size_t len, unsigned window, int slow)
     uint32_t s = (uint32_t)(len * 31 + (size_t)n);
     for (size_t i = 0; i < len; i++)
         data[i] = (unsigned char)next_rand(&s);
-    struct writer_arg w = {.t = &out, .data = data, .len = len, .seed = (uint32_t)n};
+    struct writer_arg w = {.t = &out, .data = data, .len = len, .seed = (uint32_t)n,
+                           .let_go_at = let_go_at, .keep = keep};
     pthread_t th;
     CHECK(pthread_create(&th, NULL, writer, &w) == 0, "thread");
     size_t have = 0;
@@ -116,10 +125,17 @@ static void round_trip(int n, size_t len, unsigned window, int slow)
     CHECK(have == len && memcmp(data, got, len) == 0,
           "%d connections, %zu bytes, window %u: %zu came back, %s", n, len, window, have,
           have == len ? "different" : "short");
+    CHECK(!let_go_at || w.gone == n - keep, "%d of %d let go after %zu bytes (%d)", n - keep, n,
+          let_go_at, w.gone);
     CHECK(out.ops->close(&out, true, NULL, &err) == 0, "close out: %s", err.msg);
     CHECK(in.ops->close(&in, true, NULL, &err) == 0, "close in: %s", err.msg);
     free(data);
     free(got);
+}
+
+static void round_trip(int n, size_t len, unsigned window, int slow)
+{
+    trip(n, len, window, slow, 0, 0);
 }
 
 /* A gathering end of n connections fed by hand through raw[i]. */
@@ -251,6 +267,11 @@ int main(void)
     /* a wide window, and no slow connection */
     round_trip(4, (16u << 20) + 1, 256, 0);
     round_trip(8, (16u << 20) + 3, 16, 4096);
+    /* connections let go while the stream runs end cleanly at the
+     * gathering end, which goes on over the rest: whole */
+    trip(8, (9u << 20) + 4093, 16, 4096, 1u << 20, 3);
+    trip(4, (3u << 20) + 17, 8, 0, CODEC_CHUNK_MAX + 1, 1);
+    trip(2, (3u << 20) + 17, 4, 4096, 1, 1);
 
     refused("junk on a connection", feed_junk, 10, EPROTO, "connection 2 of 2: not a chunk");
     refused("a chunk out of its connection's order", feed_backwards, 10, EPROTO,
