@@ -181,9 +181,7 @@ static int foreseen(struct growth *g, const struct growth_sample *s)
         return 0;
     int k = g->max - g->n;
     if (k > 0) {
-        double secs = s->min_rtt_ms / 1000.0;
-        g->rate_before = (double)s->ss_window / secs;
-        g->one = (double)(s->ss_sndbuf_most / 2) / secs;
+        g->one = (double)(s->ss_sndbuf_most / 2) / (s->min_rtt_ms / 1000.0);
         g->probe_best = 0;
         g->foresaw = true;
         g->before = g->n;

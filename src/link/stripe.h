@@ -15,8 +15,8 @@
  *     connection takes the oldest chunk waiting whenever its connection
  *     has room and writes it whole.  At most 2n chunks wait, so the writer
  *     blocks, as it would on one connection, when all are full.
- *     half_close sends every chunk, ends each connection (with its END
- *     record when sealed) and half-closes it;
+ *     half_close sends every chunk, ends each connection not let go
+ *     (stripe_let_go) with its END record when sealed, and half-closes it;
  *   - a gathering end (the receiver's): a thread for each connection reads
  *     its chunks into a window of `window` chunk slots, and read hands out
  *     the stream in order.  A connection whose next chunk lies beyond the

@@ -72,12 +72,13 @@ flip_byte() {
         dd of="$1" bs=1 seek="$2" conv=notrunc status=none || fail "flip: cannot write $1"
 }
 
-# long_path MS: SHIM, a command prefix that runs a weir over a made-up
-# long path (the fault shim's tcp_long: TCP_INFO says MS ms, and that the
-# peer's window limited the connection all the time), under ASan too
+# long_path MS [FAULT]: SHIM, a command prefix that runs a weir over a
+# made-up long path (the fault shim's tcp_long, or FAULT: TCP_INFO says MS
+# ms, and that the peer's window limited the connection all the time),
+# under ASan too
 long_path() {
-    SHIM=(env ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" WEIR_FAULT=tcp_long=$1
-          LD_PRELOAD="$FAULTSHIM")
+    SHIM=(env ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0"
+          WEIR_FAULT="${2:-tcp_long}=$1" LD_PRELOAD="$FAULTSHIM")
 }
 
 # python_with MODULE PACKAGE: the python3 that imports MODULE into $PY

@@ -81,24 +81,17 @@ has_msg "$TMP/err" "more connections did not raise the total" \
 # its send buffer's most on a long path (the fault shim's tcp_probe), takes
 # eight at once; the sender's -r caps the total at what one window moves,
 # so seven leave the transfer while it runs, each with a clean end, and
-# the rest goes over the first: whole, with and without a key
-PROBE=(env ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" WEIR_FAULT=tcp_probe=50
-       LD_PRELOAD="$FAULTSHIM")
-for keyed in 0 1; do
-    k=()
-    [ "$keyed" = 1 ] && k=(--key-file "$KEY")
-    gen in $(sized 25165843 33554467) random   # slow joins where sanitized
-    listen rx.out rx.err -v -f -o out "${k[@]}"
-    expect 0 "a probe on a long path${k:+, with a key}" "${PROBE[@]}" "$WEIR" -v -r 10M \
-        -i in -O "127.0.0.1:$LPORT" "${k[@]}"
-    wait_bounded "$LPID" 30
-    [ "$STATUS" -eq 0 ] || { cat rx.err; fail "the receiver exited $STATUS"; }
-    same in out "a probe whose connections left: what arrived is what was sent"
+# the rest goes over the first: whole, with and without a key (slow joins
+# where sanitized: a longer transfer there)
+long_path 50 tcp_probe
+for k in "" "--key-file $KEY -- --key-file $KEY"; do
+    # shellcheck disable=SC2086  # k is the options, split as words
+    grow "$(sized 25165843 33554467)" $k
     has_msg "$TMP/err" "a probe of 8 connections" "the sender probes with eight at once"
     has_msg "$TMP/err" "7 connections leave the transfer: it needs 1" \
         "the total, which one window moves, keeps one: seven leave"
-    grown "$TMP/err" rx.err
 done
+long_path 50
 
 # a receiver that takes one connection a transfer: one, unspread
 gen in 8388617 random
